@@ -1,0 +1,359 @@
+//! Validated hook configuration: [A1]-[A2], [C1]-[C2].
+//!
+//! Values arrive as the strings an operator wrote (an environment variable or a
+//! command-line flag); reading the environment is the shell's job. A value that
+//! exists is valid: a bad one is refused when it is built, with a
+//! [`ConfigError`] that names the setting and the value.
+
+use std::fmt;
+use std::time::Duration;
+
+/// Environment variable: which servers may hook [A1]-[A2].
+pub const ENV_HOOK_SERVERS: &str = "MCP_HOOK_SERVERS";
+/// Environment variable: per-hook call deadline in milliseconds [C1].
+pub const ENV_HOOK_TIMEOUT_MS: &str = "SPROUT_AGENT_HOOK_TIMEOUT_MS";
+/// Environment variable: session-wide `_Stop` objection budget [C2].
+pub const ENV_STOP_MAX_REJECTIONS: &str = "SPROUT_AGENT_STOP_MAX_REJECTIONS";
+
+/// A configuration value that was refused.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ConfigError {
+    /// The setting, as the operator wrote it: an environment variable or a flag.
+    pub setting: String,
+    /// The value as given.
+    pub value: String,
+    /// What a valid value looks like.
+    pub expected: &'static str,
+}
+
+impl ConfigError {
+    fn new(setting: &str, value: &str, expected: &'static str) -> ConfigError {
+        ConfigError {
+            setting: setting.to_owned(),
+            value: value.to_owned(),
+            expected,
+        }
+    }
+
+    /// The same error, naming `setting` instead (a flag that overrode the
+    /// environment variable, say).
+    pub fn for_setting(mut self, setting: impl Into<String>) -> ConfigError {
+        self.setting = setting.into();
+        self
+    }
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(
+            f,
+            "{}={:?} is not valid: expected {}",
+            self.setting, self.value, self.expected
+        )
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// Which servers may hook [A1]-[A2].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub enum Allowlist {
+    /// No server may hook [A1]. The default.
+    #[default]
+    Off,
+    /// Every configured server may hook (`*`).
+    All,
+    /// Exactly these names (trimmed, duplicates removed, in the order given).
+    Names(Vec<String>),
+}
+
+impl Allowlist {
+    /// Parses the value of `MCP_HOOK_SERVERS`.
+    ///
+    /// Unset, empty, or only blanks and commas: [`Allowlist::Off`] [A1]. `*`:
+    /// [`Allowlist::All`]. Otherwise comma-separated names, trimmed [A2]. `*`
+    /// together with names is an error. Names are not checked against the
+    /// server name rules here: a listed name that matches no configured server
+    /// is a warning at start-up [A3], whatever the reason.
+    pub fn parse(value: &str) -> Result<Allowlist, ConfigError> {
+        let mut star = false;
+        let mut names: Vec<String> = Vec::new();
+        for item in value.split(',').map(str::trim).filter(|i| !i.is_empty()) {
+            if item == "*" {
+                star = true;
+            } else if !names.iter().any(|n| n == item) {
+                names.push(item.to_owned());
+            }
+        }
+        match (star, names.is_empty()) {
+            (false, true) => Ok(Allowlist::Off),
+            (true, true) => Ok(Allowlist::All),
+            (false, false) => Ok(Allowlist::Names(names)),
+            (true, false) => Err(ConfigError::new(
+                ENV_HOOK_SERVERS,
+                value,
+                "either `*` alone (every server may hook) or a comma-separated list of \
+                 server names, not both",
+            )),
+        }
+    }
+
+    /// Whether the server named `name` may hook.
+    pub fn allows(&self, name: &str) -> bool {
+        match self {
+            Allowlist::Off => false,
+            Allowlist::All => true,
+            Allowlist::Names(names) => names.iter().any(|n| n == name),
+        }
+    }
+
+    /// Whether hooks are on at all.
+    pub fn is_off(&self) -> bool {
+        matches!(self, Allowlist::Off)
+    }
+}
+
+/// The per-hook call deadline [C1]: 1 to 600000 ms, default 2500.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct HookTimeout(
+    // Invariant: within MIN..=MAX milliseconds.
+    Duration,
+);
+
+impl HookTimeout {
+    /// The default, 2.5 s.
+    pub const DEFAULT: HookTimeout = HookTimeout(Duration::from_millis(2500));
+    const MIN_MS: u64 = 1;
+    const MAX_MS: u64 = 600_000;
+
+    /// Parses a millisecond count, as `SPROUT_AGENT_HOOK_TIMEOUT_MS` holds it.
+    pub fn parse(value: &str) -> Result<HookTimeout, ConfigError> {
+        parse_in_range(value, Self::MIN_MS, Self::MAX_MS)
+            .map(|ms| HookTimeout(Duration::from_millis(ms)))
+            .ok_or_else(|| {
+                ConfigError::new(
+                    ENV_HOOK_TIMEOUT_MS,
+                    value,
+                    "a whole number of milliseconds from 1 to 600000",
+                )
+            })
+    }
+
+    /// From a millisecond count; `None` outside 1..=600000.
+    pub fn from_millis(ms: u64) -> Option<HookTimeout> {
+        (Self::MIN_MS..=Self::MAX_MS)
+            .contains(&ms)
+            .then(|| HookTimeout(Duration::from_millis(ms)))
+    }
+
+    /// The deadline as a duration.
+    pub fn duration(self) -> Duration {
+        self.0
+    }
+}
+
+impl Default for HookTimeout {
+    fn default() -> Self {
+        HookTimeout::DEFAULT
+    }
+}
+
+/// The session-wide `_Stop` objection budget [S3], [C2]: 0 to 1000, default 3.
+/// Zero disables `_Stop`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StopBudget(
+    // Invariant: at most MAX.
+    u32,
+);
+
+impl StopBudget {
+    /// The default, 3.
+    pub const DEFAULT: StopBudget = StopBudget(3);
+    const MAX: u32 = 1000;
+
+    /// Parses the value of `SPROUT_AGENT_STOP_MAX_REJECTIONS`.
+    pub fn parse(value: &str) -> Result<StopBudget, ConfigError> {
+        parse_in_range(value, 0, u64::from(Self::MAX))
+            .map(|n| StopBudget(n as u32))
+            .ok_or_else(|| {
+                ConfigError::new(
+                    ENV_STOP_MAX_REJECTIONS,
+                    value,
+                    "a whole number from 0 to 1000 (0 disables _Stop)",
+                )
+            })
+    }
+
+    /// From a count; `None` above 1000.
+    pub fn new(n: u32) -> Option<StopBudget> {
+        (n <= Self::MAX).then_some(StopBudget(n))
+    }
+
+    /// The budget as a count.
+    pub fn get(self) -> u32 {
+        self.0
+    }
+}
+
+impl Default for StopBudget {
+    fn default() -> Self {
+        StopBudget::DEFAULT
+    }
+}
+
+/// A decimal integer in `min..=max`, surrounding blanks allowed.
+fn parse_in_range(value: &str, min: u64, max: u64) -> Option<u64> {
+    let trimmed = value.trim();
+    if trimmed.is_empty() || !trimmed.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    trimmed
+        .parse::<u64>()
+        .ok()
+        .filter(|n| (min..=max).contains(n))
+}
+
+/// The whole hook policy configuration.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HookConfig {
+    /// Who may hook.
+    pub allowlist: Allowlist,
+    /// Per-call deadline.
+    pub timeout: HookTimeout,
+    /// `_Stop` objection budget.
+    pub stop_budget: StopBudget,
+}
+
+impl HookConfig {
+    /// Builds the configuration from the three settings' raw values, `None`
+    /// where unset. Command-line flags that override them [C3] are the shell's
+    /// business: it passes the winning value and, on error, renames the setting
+    /// with [`ConfigError::for_setting`].
+    pub fn from_values(
+        hook_servers: Option<&str>,
+        timeout_ms: Option<&str>,
+        stop_max_rejections: Option<&str>,
+    ) -> Result<HookConfig, ConfigError> {
+        Ok(HookConfig {
+            allowlist: hook_servers
+                .map(Allowlist::parse)
+                .transpose()?
+                .unwrap_or_default(),
+            timeout: timeout_ms
+                .map(HookTimeout::parse)
+                .transpose()?
+                .unwrap_or_default(),
+            stop_budget: stop_max_rejections
+                .map(StopBudget::parse)
+                .transpose()?
+                .unwrap_or_default(),
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn names(list: &[&str]) -> Allowlist {
+        Allowlist::Names(list.iter().map(|s| s.to_string()).collect())
+    }
+
+    // [A1]
+    #[test]
+    fn allowlist_off_when_unset_empty_or_blank() {
+        for v in ["", "   ", ",", " , ,, "] {
+            assert_eq!(Allowlist::parse(v), Ok(Allowlist::Off), "{v:?}");
+        }
+        assert_eq!(
+            HookConfig::from_values(None, None, None).unwrap().allowlist,
+            Allowlist::Off
+        );
+        assert!(!Allowlist::Off.allows("any"));
+    }
+
+    // [A2]
+    #[test]
+    fn allowlist_star_or_trimmed_names() {
+        assert_eq!(Allowlist::parse("*"), Ok(Allowlist::All));
+        assert_eq!(Allowlist::parse(" * , "), Ok(Allowlist::All));
+        assert_eq!(
+            Allowlist::parse(" todo , gate,todo"),
+            Ok(names(&["todo", "gate"]))
+        );
+        assert!(names(&["todo"]).allows("todo"));
+        assert!(!names(&["todo"]).allows("gate"));
+        let err = Allowlist::parse("*,todo").unwrap_err();
+        assert_eq!(err.setting, "MCP_HOOK_SERVERS");
+        assert_eq!(err.value, "*,todo");
+        assert!(
+            err.to_string()
+                .starts_with("MCP_HOOK_SERVERS=\"*,todo\" is not valid")
+        );
+    }
+
+    // [C1]
+    #[test]
+    fn hook_timeout_range_c1() {
+        assert_eq!(
+            HookConfig::default().timeout.duration(),
+            Duration::from_millis(2500)
+        );
+        assert_eq!(
+            HookTimeout::parse("1").unwrap().duration(),
+            Duration::from_millis(1)
+        );
+        assert_eq!(
+            HookTimeout::parse(" 600000 ").unwrap().duration(),
+            Duration::from_secs(600)
+        );
+        for bad in [
+            "0",
+            "600001",
+            "-5",
+            "2.5",
+            "",
+            "1e3",
+            "+7",
+            "99999999999999999999999",
+        ] {
+            let err = HookTimeout::parse(bad).unwrap_err();
+            assert_eq!(err.setting, "SPROUT_AGENT_HOOK_TIMEOUT_MS", "{bad:?}");
+            assert_eq!(err.value, bad);
+        }
+    }
+
+    // [C2]
+    #[test]
+    fn stop_budget_range_c2() {
+        assert_eq!(HookConfig::default().stop_budget.get(), 3);
+        assert_eq!(StopBudget::parse("0").unwrap().get(), 0);
+        assert_eq!(StopBudget::parse("1000").unwrap().get(), 1000);
+        for bad in ["1001", "-1", "three", ""] {
+            let err = StopBudget::parse(bad).unwrap_err();
+            assert_eq!(err.setting, "SPROUT_AGENT_STOP_MAX_REJECTIONS", "{bad:?}");
+        }
+    }
+
+    // [C3]: the shell renames the setting when a flag supplied the value.
+    #[test]
+    fn errors_can_name_the_flag() {
+        let err = HookTimeout::parse("0")
+            .unwrap_err()
+            .for_setting("--hook-timeout-ms");
+        assert_eq!(
+            err.to_string(),
+            "--hook-timeout-ms=\"0\" is not valid: expected a whole number of milliseconds from 1 to 600000"
+        );
+    }
+
+    #[test]
+    fn from_values_reports_the_first_bad_setting() {
+        let err = HookConfig::from_values(Some("*"), Some("abc"), Some("5")).unwrap_err();
+        assert_eq!(err.setting, "SPROUT_AGENT_HOOK_TIMEOUT_MS");
+        let ok = HookConfig::from_values(Some("a,b"), Some("100"), Some("0")).unwrap();
+        assert_eq!(ok.allowlist, names(&["a", "b"]));
+        assert_eq!(ok.timeout.duration(), Duration::from_millis(100));
+        assert_eq!(ok.stop_budget.get(), 0);
+    }
+}

@@ -1,0 +1,307 @@
+//! What the core reports: the events of [O1], and the reasons of [S5].
+//!
+//! Events are data for people and machines: the CLI prints them, `--json`
+//! serialises them, and both read the same values [O2]. They never steer the
+//! loop; [`crate::Decision`] does.
+
+use std::fmt;
+use std::time::Duration;
+
+use serde::{Serialize, Serializer};
+
+use crate::answer::Outcome;
+use crate::catalog::Warning;
+use crate::name::{HookPoint, ServerName};
+use crate::time::Time;
+
+/// Why the model says it stopped, mapped by the provider adapter.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The model finished its turn: the only gated reason [S1].
+    EndTurn,
+    /// The model asked for tools.
+    ToolUse,
+    /// The output limit was hit.
+    MaxTokens,
+    /// The model refused.
+    Refusal,
+    /// A content filter stopped the output.
+    ContentFilter,
+    /// Anything else the provider said, verbatim.
+    Other(String),
+}
+
+impl StopReason {
+    /// The reason as a snake_case word.
+    pub fn as_str(&self) -> &str {
+        match self {
+            StopReason::EndTurn => "end_turn",
+            StopReason::ToolUse => "tool_use",
+            StopReason::MaxTokens => "max_tokens",
+            StopReason::Refusal => "refusal",
+            StopReason::ContentFilter => "content_filter",
+            StopReason::Other(other) => other,
+        }
+    }
+}
+
+/// Why a prompt ended [S5]. Every prompt ends with exactly one.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum EndReason {
+    /// `_Stop` was called and nobody objected.
+    NoObjection,
+    /// Hooks are off [A1]: `_Stop` was not called.
+    HooksOff,
+    /// The session's `_Stop` budget is spent (or is 0) [S3].
+    BudgetSpent,
+    /// The model ended again right after an objection [S2].
+    Declined,
+    /// The model stopped for a reason that is never gated [S1].
+    Model(StopReason),
+    /// The person cancelled the prompt [T5].
+    Cancelled,
+    /// The loop's round limit was reached.
+    MaxRounds,
+    /// The loop failed (the model API, say); the loop reports the detail.
+    Failed,
+}
+
+impl EndReason {
+    /// The reason as events and the CLI name it.
+    pub fn as_str(&self) -> &str {
+        match self {
+            EndReason::NoObjection => "no_objection",
+            EndReason::HooksOff => "hooks_off",
+            EndReason::BudgetSpent => "budget_spent",
+            EndReason::Declined => "declined",
+            EndReason::Model(stop) => stop.as_str(),
+            EndReason::Cancelled => "cancelled",
+            EndReason::MaxRounds => "max_rounds",
+            EndReason::Failed => "error",
+        }
+    }
+
+    /// Whether this reason means the prompt ended normally (for exit codes).
+    pub fn is_normal(&self) -> bool {
+        matches!(
+            self,
+            EndReason::NoObjection
+                | EndReason::HooksOff
+                | EndReason::BudgetSpent
+                | EndReason::Declined
+                | EndReason::Model(_)
+        )
+    }
+}
+
+impl fmt::Display for EndReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for EndReason {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+/// A hook round's sequence number in the session, from 1.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[serde(transparent)]
+pub struct RoundId(pub u64);
+
+impl fmt::Display for RoundId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}", self.0)
+    }
+}
+
+/// Why a server went down.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case", tag = "cause", content = "detail")]
+pub enum DownCause {
+    /// Killed after its second consecutive hook timeout [T3].
+    Killed,
+    /// Its process or session ended on its own.
+    Crashed(String),
+    /// It did not start (spawn, initialize or listing failed).
+    StartFailed(String),
+}
+
+/// One policy decision, with its reason [O1].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "decision", rename_all = "snake_case")]
+pub enum PolicyDecision {
+    /// At least one `_Stop` objection: the loop goes on [S4].
+    ObjectionHonoured {
+        /// The servers that objected, in configuration order.
+        servers: Vec<ServerName>,
+        /// Objected end-of-turns so far in the session, this one included.
+        budget_used: u32,
+        /// The session's budget.
+        budget: u32,
+    },
+    /// `_PostCompact` answers to inject (possibly none) [P2].
+    Reinject {
+        /// The servers whose text is injected, in configuration order.
+        servers: Vec<ServerName>,
+    },
+    /// The prompt ends [S5].
+    PromptEnded {
+        /// Why.
+        reason: EndReason,
+    },
+}
+
+/// Everything the core reports [O1].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "event", rename_all = "snake_case")]
+pub enum Event {
+    /// A hook round began.
+    RoundStarted {
+        /// Its number.
+        round: RoundId,
+        /// Its hook point.
+        hook: HookPoint,
+        /// The servers called, in configuration order.
+        servers: Vec<ServerName>,
+        /// Allowlisted servers listing the hook that were left out because they
+        /// are down [T4].
+        left_out: Vec<ServerName>,
+        /// When every call's deadline falls [T1].
+        #[serde(serialize_with = "ser_time_ms")]
+        deadline: Time,
+    },
+    /// One hook call ended [O1].
+    HookCalled {
+        /// Its round.
+        round: RoundId,
+        /// Its hook point.
+        hook: HookPoint,
+        /// Its server.
+        server: ServerName,
+        /// How it ended.
+        #[serde(flatten)]
+        outcome: Outcome,
+        /// From the call to its outcome.
+        #[serde(rename = "latency_ms", serialize_with = "ser_duration_ms")]
+        latency: Duration,
+    },
+    /// A policy decision [O1].
+    Decided {
+        /// The round it ended, if a round was run.
+        round: Option<RoundId>,
+        /// What was decided.
+        #[serde(flatten)]
+        decision: PolicyDecision,
+    },
+    /// A server went down.
+    ServerDown {
+        /// The server.
+        server: ServerName,
+        /// Why.
+        #[serde(flatten)]
+        cause: DownCause,
+        /// Kills, crashes and failed starts so far in the session [T4].
+        failures: u32,
+        /// When a restart may be tried, or `None` when it is retired for the
+        /// session.
+        #[serde(serialize_with = "ser_opt_time_ms")]
+        retry_at: Option<Time>,
+    },
+    /// A server is being (re)started.
+    ServerStarting {
+        /// The server.
+        server: ServerName,
+        /// 1 for the first start, 2 for the first restart, and so on.
+        attempt: u32,
+    },
+    /// A server is up and its tools are listed.
+    ServerUp {
+        /// The server.
+        server: ServerName,
+        /// How many tools the model is offered from it.
+        model_tools: usize,
+        /// The hook points it lists.
+        hooks: Vec<HookPoint>,
+    },
+    /// A configuration or listing warning.
+    Warning(Warning),
+}
+
+fn ser_duration_ms<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    // Microsecond resolution: a local hook answers in well under a millisecond.
+    s.serialize_f64(d.as_micros() as f64 / 1000.0)
+}
+
+fn ser_time_ms<S: Serializer>(t: &Time, s: S) -> Result<S::Ok, S::Error> {
+    ser_duration_ms(&t.since_epoch(), s)
+}
+
+fn ser_opt_time_ms<S: Serializer>(t: &Option<Time>, s: S) -> Result<S::Ok, S::Error> {
+    match t {
+        Some(t) => ser_time_ms(t, s),
+        None => s.serialize_none(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn json(event: &Event) -> String {
+        serde_json::to_string(event).unwrap()
+    }
+
+    // [O1]: a hook call event carries hook, server, outcome, latency and round.
+    #[test]
+    fn hook_call_events_serialise_flat_o1() {
+        let event = Event::HookCalled {
+            round: RoundId(3),
+            hook: HookPoint::Stop,
+            server: ServerName::new("todo").unwrap(),
+            outcome: Outcome::Objection {
+                text: "1 open".into(),
+            },
+            latency: Duration::from_micros(1234),
+        };
+        assert_eq!(
+            json(&event),
+            r#"{"event":"hook_called","round":3,"hook":"_Stop","server":"todo","outcome":"objection","text":"1 open","latency_ms":1.234}"#
+        );
+    }
+
+    // [S5], [O1]: every decision carries its reason.
+    #[test]
+    fn decisions_serialise_with_reasons_s5() {
+        let ended = Event::Decided {
+            round: None,
+            decision: PolicyDecision::PromptEnded {
+                reason: EndReason::Declined,
+            },
+        };
+        assert_eq!(
+            json(&ended),
+            r#"{"event":"decided","round":null,"decision":"prompt_ended","reason":"declined"}"#
+        );
+        let model = EndReason::Model(StopReason::Other("pause_turn".into()));
+        assert_eq!(model.as_str(), "pause_turn");
+        assert!(model.is_normal());
+        assert!(!EndReason::Cancelled.is_normal());
+    }
+
+    #[test]
+    fn server_down_serialises_cause_and_retry() {
+        let event = Event::ServerDown {
+            server: ServerName::new("s").unwrap(),
+            cause: DownCause::Killed,
+            failures: 3,
+            retry_at: None,
+        };
+        assert_eq!(
+            json(&event),
+            r#"{"event":"server_down","server":"s","cause":"killed","failures":3,"retry_at":null}"#
+        );
+    }
+}

@@ -1,0 +1,118 @@
+//! `hooks-core`: the MCP-driven lifecycle hook policy as a pure, deterministic
+//! state machine.
+//!
+//! Any MCP server may expose tools whose bare name starts with `_`: lifecycle
+//! hooks. They are hidden from the model, refused if the model calls them, and
+//! called by the agent itself: `_Stop` when the model wants to end its turn
+//! (non-empty text is an objection and the agent keeps going), `_PostCompact`
+//! after the context was compacted (its text is re-injected). Hooks are
+//! advisory: a per-call deadline, a per-session objection budget and the
+//! "model declined twice" rule keep a slow, buggy or hostile hook from trapping
+//! the agent. The rule ids in brackets (`[S3]`) are those of the project's
+//! `SEMANTICS.md`.
+//!
+//! This crate makes every decision of that policy and nothing else.
+//!
+//! # No IO, no clock, no async
+//!
+//! The crate depends on `serde` and `serde_json` only. It starts no process,
+//! sends no request, reads no clock and never blocks. Time comes in as a
+//! [`Time`] value with every input; when the core needs to be woken it says so
+//! through [`Session::poll_timeout`]. The same inputs always give the same
+//! outputs: ids are counters, every ordered output follows configuration order.
+//!
+//! # Driving a session
+//!
+//! A driver (in Sprout, `hooks-mcp`) owns the servers and the clock. It feeds
+//! [`Input`]s to [`Session::handle`], drains [`Output`]s with
+//! [`Session::poll_output`], acts on them, and calls
+//! [`Session::handle_timeout`] when the time from [`Session::poll_timeout`] has
+//! come. Here with every server answering at once, in virtual time:
+//!
+//! ```
+//! use hooks_core::*;
+//!
+//! let config = HookConfig::from_values(Some("*"), Some("2500"), Some("3")).unwrap();
+//! let todo = ServerName::new("todo").unwrap();
+//! let mut session = Session::new(config, vec![todo]).unwrap();
+//! let mut now = Time::ZERO;
+//!
+//! // The driver answers each output; this stand-in server objects once.
+//! let mut objections_left = 1;
+//! let mut drive = |session: &mut Session, now: Time| -> Option<Decision> {
+//!     let mut decision = None;
+//!     while let Some(output) = session.poll_output() {
+//!         match output {
+//!             Output::StartServer { server } => {
+//!                 let tools = vec!["todo".to_string(), "_Stop".to_string()];
+//!                 session.handle(now, Input::ServerStarted { server, tools }).unwrap();
+//!             }
+//!             Output::CallHook { call, .. } => {
+//!                 let text = if objections_left > 0 { "1 item open" } else { "" };
+//!                 objections_left -= 1;
+//!                 let reply = HookReply::Result(vec![ReplyPart::Text(text.into())]);
+//!                 session.handle(now, Input::HookReplied { call, reply }).unwrap();
+//!             }
+//!             Output::Event(event) => println!("{}", serde_json::to_string(&event).unwrap()),
+//!             Output::Decision(d) => decision = Some(d),
+//!             Output::CancelCall { .. } | Output::KillServer { .. } => {}
+//!         }
+//!     }
+//!     decision
+//! };
+//! drive(&mut session, now);
+//! assert_eq!(session.model_tools().map(|(_, t)| t.qualified.as_str()).collect::<Vec<_>>(), ["todo__todo"]);
+//!
+//! session.handle(now, Input::PromptStarted).unwrap();
+//! // The model ends its turn: `_Stop` objects, the loop injects and goes on.
+//! session.handle(now, Input::ModelResponded { stop: StopReason::EndTurn, tool_calls: 0 }).unwrap();
+//! let Some(Decision::Continue { injections }) = drive(&mut session, now) else { panic!() };
+//! assert_eq!(injections[0].tool_name, "todo___Stop");
+//! assert_eq!(injections[0].content, r#"{"hook":"_Stop","server":"todo","text":"1 item open"}"#);
+//!
+//! // The model works, then ends again; nobody objects now.
+//! now = now + std::time::Duration::from_millis(40);
+//! session.handle(now, Input::ModelResponded { stop: StopReason::ToolUse, tool_calls: 1 }).unwrap();
+//! assert_eq!(drive(&mut session, now), Some(Decision::RunTools));
+//! session.handle(now, Input::ModelResponded { stop: StopReason::EndTurn, tool_calls: 0 }).unwrap();
+//! assert_eq!(drive(&mut session, now), Some(Decision::End { reason: EndReason::NoObjection }));
+//! assert_eq!(session.budget_used(), 1);
+//! ```
+//!
+//! A real driver does not answer inline: it starts the calls, then waits for
+//! the first of (a reply, the deadline from [`Session::poll_timeout`], a
+//! cancellation) and feeds that in, until a [`Decision`] comes out.
+//!
+//! # Map
+//!
+//! - [`name`]: server names, qualified tool names, hook points [N1]-[N3], [H1].
+//! - [`config`]: the allowlist, the deadline and the budget, validated [A1]-[A2],
+//!   [C1]-[C2].
+//! - [`catalog`]: sorting a listing into model tools and hooks, with warnings
+//!   [N3], [N4], [H2], [H4].
+//! - [`answer`]: reading a reply into an [`Outcome`] [R1]-[R4].
+//! - [`inject`]: the synthetic call/result pairs [I1]-[I2].
+//! - [`event`]: events and reasons [O1], [S5].
+//! - [`session`]: the state machine: rounds, the `_Stop` and `_PostCompact`
+//!   policy, deadlines, kills and restarts [S1]-[S6], [P1]-[P3], [T1]-[T5].
+
+pub mod answer;
+pub mod catalog;
+pub mod config;
+pub mod event;
+pub mod inject;
+pub mod name;
+pub mod session;
+pub mod time;
+
+pub use answer::{ErrorKind, HookReply, Outcome, ReplyPart};
+pub use catalog::{ModelTool, ServerTools, Warning};
+pub use config::{Allowlist, ConfigError, HookConfig, HookTimeout, StopBudget};
+pub use event::{DownCause, EndReason, Event, PolicyDecision, RoundId, StopReason};
+pub use inject::Injection;
+pub use name::{HookPoint, ServerName, ServerNameError};
+pub use session::{
+    AbortReason, CallId, Decision, Input, Output, ServerId, ServerState, Session, SetupError,
+    UsageError,
+};
+pub use time::Time;

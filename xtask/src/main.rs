@@ -1,0 +1,94 @@
+//! `cargo xtask`: the tasks developers run by hand, and CI runs.
+//!
+//! `cargo xtask` alone prints the list. Each task is plain Rust calling
+//! `cargo`, so it runs the same on a laptop and in CI with nothing else
+//! installed.
+
+#![allow(clippy::print_stdout, clippy::print_stderr)]
+
+mod tidy;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, ExitCode};
+
+const HELP: &str = "\
+cargo xtask TASK
+
+Tasks:
+  ci      what CI runs: format check, clippy with warnings denied, tidy, all tests
+  tidy    the architecture checks alone (hooks-core stays pure, module docs, ...)
+";
+
+fn main() -> ExitCode {
+    let task = std::env::args().nth(1);
+    let result = match task.as_deref() {
+        None | Some("help" | "--help" | "-h") => {
+            print!("{HELP}");
+            Ok(())
+        }
+        Some("ci") => ci(),
+        Some("tidy") => tidy_task(),
+        Some(other) => Err(format!("unknown task {other:?}\n\n{HELP}")),
+    };
+    match result {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(message) => {
+            eprintln!("xtask: {message}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+/// The workspace root: xtask's manifest sits one level below it.
+fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .map(Path::to_path_buf)
+        .unwrap_or_else(|| PathBuf::from("."))
+}
+
+fn ci() -> Result<(), String> {
+    cargo(&["fmt", "--all", "--", "--check"])?;
+    cargo(&[
+        "clippy",
+        "--workspace",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
+    tidy_task()?;
+    cargo(&["test", "--workspace", "--locked"])?;
+    println!("xtask ci: all checks passed");
+    Ok(())
+}
+
+fn tidy_task() -> Result<(), String> {
+    let problems = tidy::check(&root());
+    if problems.is_empty() {
+        println!("xtask tidy: ok");
+        Ok(())
+    } else {
+        Err(format!(
+            "tidy found {} problem(s):\n- {}",
+            problems.len(),
+            problems.join("\n- ")
+        ))
+    }
+}
+
+fn cargo(args: &[&str]) -> Result<(), String> {
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    println!("xtask: cargo {}", args.join(" "));
+    let status = Command::new(&cargo)
+        .args(args)
+        .current_dir(root())
+        .status()
+        .map_err(|e| format!("could not run {cargo}: {e}"))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+    }
+}

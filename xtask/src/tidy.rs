@@ -1,0 +1,250 @@
+//! Mechanical checks of the architecture invariants in `ARCHITECTURE.md`.
+//!
+//! Run by `cargo xtask tidy`, by `cargo xtask ci`, and as unit tests of this
+//! crate, so `cargo test` alone catches a violation too. Each check returns the
+//! problems it found as sentences that name the file and what to do.
+
+use std::fs;
+use std::path::{Path, PathBuf};
+
+/// The only crates hooks-core may depend on (outside dev-dependencies).
+const CORE_ALLOWED_DEPS: &[&str] = &["serde", "serde_json"];
+
+/// Text that means IO, a clock, threads or async in hooks-core's sources.
+const CORE_FORBIDDEN: &[&str] = &[
+    "Instant::now",
+    "SystemTime",
+    "std::time::Instant",
+    "std::thread",
+    "std::fs",
+    "std::net",
+    "std::process",
+    "std::env",
+    "std::io",
+    "tokio",
+    "rmcp",
+    "futures",
+    "async ",
+    ".await",
+    "Mutex",
+    "RwLock",
+    "rand::",
+    "HashMap",
+    "HashSet",
+];
+
+/// The crates in dependency order: each may depend only on those before it.
+const LAYERS: &[&str] = &["hooks-core", "hooks-mcp", "agent-loop", "sprout-cli"];
+
+/// Every problem found in the workspace at `root`.
+pub(crate) fn check(root: &Path) -> Vec<String> {
+    let mut problems = Vec::new();
+    core_dependencies(root, &mut problems);
+    core_sources(root, &mut problems);
+    layering(root, &mut problems);
+    module_docs(root, &mut problems);
+    problems
+}
+
+fn read(path: &Path, problems: &mut Vec<String>) -> Option<String> {
+    match fs::read_to_string(path) {
+        Ok(text) => Some(text),
+        Err(e) => {
+            problems.push(format!("{}: cannot read it: {e}", path.display()));
+            None
+        }
+    }
+}
+
+fn manifest(root: &Path, krate: &str, problems: &mut Vec<String>) -> Option<toml::Table> {
+    let path = root.join("crates").join(krate).join("Cargo.toml");
+    let text = read(&path, problems)?;
+    match text.parse::<toml::Table>() {
+        Ok(table) => Some(table),
+        Err(e) => {
+            problems.push(format!("{}: not valid TOML: {e}", path.display()));
+            None
+        }
+    }
+}
+
+/// Names of the normal (not dev, not build) dependencies of a manifest,
+/// target-specific ones included.
+fn normal_dependencies(manifest: &toml::Table) -> Vec<String> {
+    let mut names: Vec<String> = Vec::new();
+    let mut add = |table: Option<&toml::Value>| {
+        if let Some(deps) = table.and_then(toml::Value::as_table) {
+            names.extend(deps.keys().cloned());
+        }
+    };
+    add(manifest.get("dependencies"));
+    if let Some(targets) = manifest.get("target").and_then(toml::Value::as_table) {
+        for target in targets.values() {
+            add(target.get("dependencies"));
+        }
+    }
+    names
+}
+
+/// hooks-core depends on serde and serde_json only.
+fn core_dependencies(root: &Path, problems: &mut Vec<String>) {
+    let Some(manifest) = manifest(root, "hooks-core", problems) else {
+        return;
+    };
+    for dep in normal_dependencies(&manifest) {
+        if !CORE_ALLOWED_DEPS.contains(&dep.as_str()) {
+            problems.push(format!(
+                "crates/hooks-core/Cargo.toml depends on `{dep}`; hooks-core may depend on {} only \
+                 (no IO, no clock, no async): move that work to hooks-mcp",
+                CORE_ALLOWED_DEPS.join(" and ")
+            ));
+        }
+    }
+}
+
+/// hooks-core's sources name no clock, IO, thread, async or hash-ordered map.
+fn core_sources(root: &Path, problems: &mut Vec<String>) {
+    for file in rust_files(&root.join("crates/hooks-core/src")) {
+        let Some(text) = read(&file, problems) else {
+            continue;
+        };
+        for (number, line) in text.lines().enumerate() {
+            let code = line.split("//").next().unwrap_or("");
+            for word in CORE_FORBIDDEN.iter().filter(|w| code.contains(**w)) {
+                problems.push(format!(
+                    "{}:{}: hooks-core uses `{word}`; the core takes time and answers as inputs, \
+                     does no IO, and keeps deterministic order (BTreeMap, Vec)",
+                    relative(root, &file),
+                    number + 1
+                ));
+            }
+        }
+    }
+}
+
+/// Dependencies point one way: core <- mcp <- loop <- cli.
+fn layering(root: &Path, problems: &mut Vec<String>) {
+    for (level, krate) in LAYERS.iter().enumerate() {
+        let Some(manifest) = manifest(root, krate, problems) else {
+            continue;
+        };
+        for dep in normal_dependencies(&manifest) {
+            if let Some(dep_level) = LAYERS.iter().position(|l| *l == dep)
+                && dep_level >= level
+            {
+                problems.push(format!(
+                    "crates/{krate}/Cargo.toml depends on `{dep}`, but dependencies point one \
+                         way: {}",
+                    LAYERS.join(" <- ")
+                ));
+            }
+        }
+    }
+}
+
+/// Every Rust file of every crate opens with a `//!` module doc.
+fn module_docs(root: &Path, problems: &mut Vec<String>) {
+    let mut dirs: Vec<PathBuf> = LAYERS.iter().map(|k| root.join("crates").join(k)).collect();
+    dirs.push(root.join("xtask"));
+    dirs.push(root.join("tests"));
+    for dir in dirs {
+        for file in rust_files(&dir) {
+            let Some(text) = read(&file, problems) else {
+                continue;
+            };
+            let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
+            if !first.starts_with("//!") {
+                problems.push(format!(
+                    "{}: does not open with a `//!` doc saying what the module is for",
+                    relative(root, &file)
+                ));
+            }
+        }
+    }
+}
+
+/// All `.rs` files below `dir`, sorted, skipping `target`.
+fn rust_files(dir: &Path) -> Vec<PathBuf> {
+    let mut files = Vec::new();
+    let mut stack = vec![dir.to_path_buf()];
+    while let Some(dir) = stack.pop() {
+        let Ok(entries) = fs::read_dir(&dir) else {
+            continue;
+        };
+        for entry in entries.flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if path.file_name().is_some_and(|n| n != "target") {
+                    stack.push(path);
+                }
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                files.push(path);
+            }
+        }
+    }
+    files.sort();
+    files
+}
+
+fn relative(root: &Path, path: &Path) -> String {
+    path.strip_prefix(root)
+        .unwrap_or(path)
+        .display()
+        .to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn root() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR"))
+            .parent()
+            .unwrap()
+            .to_path_buf()
+    }
+
+    #[test]
+    fn the_workspace_is_tidy() {
+        let problems = check(&root());
+        assert!(
+            problems.is_empty(),
+            "tidy problems:\n- {}",
+            problems.join("\n- ")
+        );
+    }
+
+    /// The checks themselves catch what they claim to, on a scratch copy.
+    #[test]
+    fn tidy_catches_an_impure_core() {
+        let scratch = std::env::temp_dir().join(format!("sprout-tidy-{}", std::process::id()));
+        let core = scratch.join("crates/hooks-core");
+        fs::create_dir_all(core.join("src")).unwrap();
+        fs::write(
+            core.join("Cargo.toml"),
+            "[package]\nname = \"hooks-core\"\n[dependencies]\nserde = \"1\"\ntokio = \"1\"\n\
+             [dev-dependencies]\nproptest = \"1\"\n",
+        )
+        .unwrap();
+        fs::write(
+            core.join("src/lib.rs"),
+            "fn f() { let _ = std::time::Instant::now(); }\n",
+        )
+        .unwrap();
+        let mut problems = Vec::new();
+        core_dependencies(&scratch, &mut problems);
+        core_sources(&scratch, &mut problems);
+        module_docs(&scratch, &mut problems);
+        fs::remove_dir_all(&scratch).unwrap();
+        let text = problems.join("\n");
+        assert_eq!(problems.len(), 4, "{text}");
+        assert!(text.contains("depends on `tokio`"), "{text}");
+        assert!(
+            !text.contains("proptest"),
+            "dev-dependencies are allowed: {text}"
+        );
+        assert!(text.contains("uses `Instant::now`"), "{text}");
+        assert!(text.contains("uses `std::time::Instant`"), "{text}");
+        assert!(text.contains("does not open with a `//!` doc"), "{text}");
+    }
+}
