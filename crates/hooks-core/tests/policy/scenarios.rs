@@ -1,0 +1,1276 @@
+//! Scenario tests: one or more per rule id of SEMANTICS.md that is a decision.
+//!
+//! Each test is a script and the trace it must produce (see `support`). The
+//! trace is the contract: read it as the story of what the agent does. After
+//! an intended behaviour change, `UPDATE_EXPECT=1 cargo test -p hooks-core`
+//! rewrites the traces; review the diff.
+
+use expect_test::expect;
+
+use crate::support::check;
+
+// [H2], [N2]: hooks never reach the model's tool list; model names are S__T.
+// [H3]: a call to a hook or to nothing resolves to "unknown tool" alike.
+#[test]
+fn h2_h3_hooks_are_hidden_and_unreachable() {
+    check(
+        r"
+        servers todo gate
+        allow *
+        up todo _Stop _PostCompact todo
+        up gate _Stop run__all
+        tools
+        resolve todo__todo
+        resolve gate__run__all
+        resolve todo___Stop
+        resolve gate___Stop
+        resolve todo__nothing
+        resolve nobody__todo
+        resolve todo
+        ",
+        expect![[r#"
+            [0ms] session
+              start todo
+              starting todo, attempt 1
+              start gate
+              starting gate, attempt 1
+            [0ms] up todo _Stop _PostCompact todo
+              server todo up: 1 model tool(s), hooks [_Stop _PostCompact]
+            [0ms] up gate _Stop run__all
+              server gate up: 1 model tool(s), hooks [_Stop]
+            [0ms] tools
+              model tools: todo__todo gate__run__all
+            [0ms] resolve todo__todo
+              -> todo.todo
+            [0ms] resolve gate__run__all
+              -> gate.run__all
+            [0ms] resolve todo___Stop
+              -> unknown tool: todo___Stop
+            [0ms] resolve gate___Stop
+              -> unknown tool: gate___Stop
+            [0ms] resolve todo__nothing
+              -> unknown tool: todo__nothing
+            [0ms] resolve nobody__todo
+              -> unknown tool: nobody__todo
+            [0ms] resolve todo
+              -> unknown tool: todo
+        "#]],
+    );
+}
+
+// [H3] holds with hooks off too [A1].
+#[test]
+fn h3_hooks_unreachable_when_hooks_are_off() {
+    check(
+        r"
+        servers todo
+        up todo _Stop todo
+        resolve todo___Stop
+        resolve todo__todo
+        ",
+        expect![[r#"
+            [0ms] session
+              start todo
+              starting todo, attempt 1
+            [0ms] up todo _Stop todo
+              server todo up: 1 model tool(s), hooks [_Stop]
+            [0ms] resolve todo___Stop
+              -> unknown tool: todo___Stop
+            [0ms] resolve todo__todo
+              -> todo.todo
+        "#]],
+    );
+}
+
+// [N3], [N4], [H4]: listing warnings, and what the model is offered after them.
+#[test]
+fn n3_n4_h4_listing_warnings() {
+    check(
+        r"
+        servers s
+        allow *
+        up s read read _Stop _stop _PreToolUse bad.name _Stop
+        tools
+        ",
+        expect![[r#"
+            [0ms] session
+              start s
+              starting s, attempt 1
+            [0ms] up s read read _Stop _stop _PreToolUse bad.name _Stop
+              server s up: 1 model tool(s), hooks [_Stop]
+              warning: server s lists tool "read" twice; the second is ignored
+              warning: server s lists "_stop", which starts with "_" and so is hidden from the model, but is no hook point Sprout calls (_Stop, _PostCompact); did you mean _Stop?
+              warning: server s lists "_PreToolUse", which starts with "_" and so is hidden from the model, but is no hook point Sprout calls (_Stop, _PostCompact); rename it without the leading "_" if the model should see it
+              warning: tool "bad.name" of server s is not offered to the model: the qualified name contains '.', model APIs accept only A-Z a-z 0-9 _ -
+              warning: server s lists tool "_Stop" twice; the second is ignored
+            [0ms] tools
+              model tools: s__read
+        "#]],
+    );
+}
+
+// [A3]: an allowlist entry naming no server is a warning at start-up.
+#[test]
+fn a3_unknown_allowlist_entry_warns() {
+    check(
+        r"
+        servers todo gate
+        allow todo, tod
+        up todo _Stop
+        up gate _Stop
+        ",
+        expect![[r#"
+            [0ms] session
+              warning: MCP_HOOK_SERVERS names "tod", but no configured MCP server has that name, so it cannot hook
+              start todo
+              starting todo, attempt 1
+              start gate
+              starting gate, attempt 1
+            [0ms] up todo _Stop
+              server todo up: 0 model tool(s), hooks [_Stop]
+            [0ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+        "#]],
+    );
+}
+
+// [A1], [S5]: with hooks off, end-of-turn is honoured without any call.
+#[test]
+fn a1_hooks_off_stops_without_calling() {
+    check(
+        r"
+        servers todo
+        allow  ,
+        up todo _Stop
+        prompt
+        model end_turn
+        ",
+        expect![[r#"
+            [0ms] session
+              start todo
+              starting todo, attempt 1
+            [0ms] up todo _Stop
+              server todo up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              decided: prompt ended, hooks_off
+              => end: hooks_off
+        "#]],
+    );
+}
+
+// [A2]: only listed servers are called.
+#[test]
+fn a2_only_listed_servers_hook() {
+    check(
+        r"
+        servers a b c
+        allow c, a
+        up a _Stop
+        up b _Stop
+        up c _Stop
+        prompt
+        model end_turn
+        reply 1 empty
+        reply 2 empty
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+              start c
+              starting c, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] up b _Stop
+              server b up: 0 model tool(s), hooks [_Stop]
+            [0ms] up c _Stop
+              server c up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              call #2 c._Stop by 2500ms
+              round 1 _Stop: [a c] by 2500ms
+            [0ms] reply 1 empty
+              hook a._Stop round 1: empty after 0ms
+            [0ms] reply 2 empty
+              hook c._Stop round 1: empty after 0ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+}
+
+// [S1]: only an end-of-turn without tool calls is gated.
+#[test]
+fn s1_only_end_turn_without_tools_is_gated() {
+    check(
+        r"
+        servers a
+        allow *
+        up a _Stop
+        prompt
+        model end_turn 1     # tool calls: not gated, whatever the stop reason
+        model tool_use 2
+        model max_tokens
+        prompt
+        model refusal
+        prompt
+        model content_filter
+        prompt
+        model pause_turn
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn 1
+              => run tools
+            [0ms] model tool_use 2
+              => run tools
+            [0ms] model max_tokens
+              decided: prompt ended, max_tokens
+              => end: max_tokens
+            [0ms] prompt
+            [0ms] model refusal
+              decided: prompt ended, refusal
+              => end: refusal
+            [0ms] prompt
+            [0ms] model content_filter
+              decided: prompt ended, content_filter
+              => end: content_filter
+            [0ms] prompt
+            [0ms] model pause_turn
+              decided: prompt ended, pause_turn
+              => end: pause_turn
+        "#]],
+    );
+}
+
+// [S4], [I1]-[I3]: one objection continues the prompt; answers are injected
+// in configuration order, not completion order.
+#[test]
+fn s4_i3_objections_injected_in_configuration_order() {
+    check(
+        r"
+        servers a b c
+        allow *
+        up a _Stop
+        up b _Stop
+        up c _Stop
+        prompt
+        model end_turn
+        reply 3 c objects
+        reply 2 empty
+        at 40
+        reply 1 a objects too
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+              start c
+              starting c, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] up b _Stop
+              server b up: 0 model tool(s), hooks [_Stop]
+            [0ms] up c _Stop
+              server c up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              call #2 b._Stop by 2500ms
+              call #3 c._Stop by 2500ms
+              round 1 _Stop: [a b c] by 2500ms
+            [0ms] reply 3 c objects
+              hook c._Stop round 1: objection "c objects" after 0ms
+            [0ms] reply 2 empty
+              hook b._Stop round 1: empty after 0ms
+            [40ms] at 40
+            [40ms] reply 1 a objects too
+              hook a._Stop round 1: objection "a objects too" after 40ms
+              decided (round 1): objection honoured from [a c], budget 1/3
+              => continue with 2 pair(s)
+                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"a objects too"}
+                 sprout-hook-1-c c___Stop({}) -> {"hook":"_Stop","server":"c","text":"c objects"}
+        "#]],
+    );
+}
+
+// [S4]: no non-empty answer, no objection: the agent stops.
+#[test]
+fn s4_no_objection_stops() {
+    check(
+        r"
+        servers a b
+        allow *
+        up a _Stop
+        up b _Stop
+        prompt
+        model end_turn
+        reply 1 blank
+        reply 2 image
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] up b _Stop
+              server b up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              call #2 b._Stop by 2500ms
+              round 1 _Stop: [a b] by 2500ms
+            [0ms] reply 1 blank
+              hook a._Stop round 1: empty after 0ms
+            [0ms] reply 2 image
+              hook b._Stop round 1: empty after 0ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+}
+
+// [S4]: a round with nobody to call decides at once.
+#[test]
+fn s4_round_with_no_listener_ends_at_once() {
+    check(
+        r"
+        servers a
+        allow *
+        up a read
+        prompt
+        model end_turn
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a read
+              server a up: 1 model tool(s), hooks []
+            [0ms] prompt
+            [0ms] model end_turn
+              round 1 _Stop: [] by 2500ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+}
+
+// [S2]: after an objection, ending again with no tool call in between stops
+// without calling _Stop; a tool call in between resets the rule.
+#[test]
+fn s2_consecutive_end_turn_is_declined() {
+    check(
+        r"
+        servers a
+        allow *
+        budget 5
+        up a _Stop
+        prompt
+        model end_turn
+        reply 1 tests fail
+        model end_turn        # declined: no call
+        prompt
+        model end_turn
+        reply 2 still failing
+        model tool_use 1      # resets the rule
+        model end_turn
+        reply 3 one more
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              round 1 _Stop: [a] by 2500ms
+            [0ms] reply 1 tests fail
+              hook a._Stop round 1: objection "tests fail" after 0ms
+              decided (round 1): objection honoured from [a], budget 1/5
+              => continue with 1 pair(s)
+                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"tests fail"}
+            [0ms] model end_turn
+              decided: prompt ended, declined
+              => end: declined
+            [0ms] prompt
+            [0ms] model end_turn
+              call #2 a._Stop by 2500ms
+              round 2 _Stop: [a] by 2500ms
+            [0ms] reply 2 still failing
+              hook a._Stop round 2: objection "still failing" after 0ms
+              decided (round 2): objection honoured from [a], budget 2/5
+              => continue with 1 pair(s)
+                 sprout-hook-2-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"still failing"}
+            [0ms] model tool_use 1
+              => run tools
+            [0ms] model end_turn
+              call #3 a._Stop by 2500ms
+              round 3 _Stop: [a] by 2500ms
+            [0ms] reply 3 one more
+              hook a._Stop round 3: objection "one more" after 0ms
+              decided (round 3): objection honoured from [a], budget 3/5
+              => continue with 1 pair(s)
+                 sprout-hook-3-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"one more"}
+        "#]],
+    );
+}
+
+// [S2]: the rule is per prompt; a new prompt starts fresh.
+#[test]
+fn s2_rule_does_not_carry_across_prompts() {
+    check(
+        r"
+        servers a
+        allow *
+        up a _Stop
+        prompt
+        model end_turn
+        reply 1 object
+        abort cancelled
+        prompt
+        model end_turn
+        reply 2 object again
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              round 1 _Stop: [a] by 2500ms
+            [0ms] reply 1 object
+              hook a._Stop round 1: objection "object" after 0ms
+              decided (round 1): objection honoured from [a], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"object"}
+            [0ms] abort cancelled
+              decided: prompt ended, cancelled
+              => end: cancelled
+            [0ms] prompt
+            [0ms] model end_turn
+              call #2 a._Stop by 2500ms
+              round 2 _Stop: [a] by 2500ms
+            [0ms] reply 2 object again
+              hook a._Stop round 2: objection "object again" after 0ms
+              decided (round 2): objection honoured from [a], budget 2/3
+              => continue with 1 pair(s)
+                 sprout-hook-2-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"object again"}
+        "#]],
+    );
+}
+
+// [S3]: the budget counts objected end-of-turns across prompts, one per round
+// however many servers objected; when spent, _Stop is not called again.
+#[test]
+fn s3_budget_is_per_session_and_per_round() {
+    check(
+        r"
+        servers a b
+        allow *
+        budget 2
+        up a _Stop
+        up b _Stop
+        prompt
+        model end_turn
+        reply 1 a says no
+        reply 2 b says no
+        model tool_use 1
+        model end_turn
+        reply 3 no
+        reply 4 empty
+        model tool_use 1
+        model end_turn        # budget spent: no call
+        prompt
+        model end_turn        # still spent in the next prompt
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] up b _Stop
+              server b up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              call #2 b._Stop by 2500ms
+              round 1 _Stop: [a b] by 2500ms
+            [0ms] reply 1 a says no
+              hook a._Stop round 1: objection "a says no" after 0ms
+            [0ms] reply 2 b says no
+              hook b._Stop round 1: objection "b says no" after 0ms
+              decided (round 1): objection honoured from [a b], budget 1/2
+              => continue with 2 pair(s)
+                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"a says no"}
+                 sprout-hook-1-b b___Stop({}) -> {"hook":"_Stop","server":"b","text":"b says no"}
+            [0ms] model tool_use 1
+              => run tools
+            [0ms] model end_turn
+              call #3 a._Stop by 2500ms
+              call #4 b._Stop by 2500ms
+              round 2 _Stop: [a b] by 2500ms
+            [0ms] reply 3 no
+              hook a._Stop round 2: objection "no" after 0ms
+            [0ms] reply 4 empty
+              hook b._Stop round 2: empty after 0ms
+              decided (round 2): objection honoured from [a], budget 2/2
+              => continue with 1 pair(s)
+                 sprout-hook-2-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"no"}
+            [0ms] model tool_use 1
+              => run tools
+            [0ms] model end_turn
+              decided: prompt ended, budget_spent
+              => end: budget_spent
+            [0ms] prompt
+            [0ms] model end_turn
+              decided: prompt ended, budget_spent
+              => end: budget_spent
+        "#]],
+    );
+}
+
+// [S3]: budget 0 disables _Stop.
+#[test]
+fn s3_zero_budget_disables_stop() {
+    check(
+        r"
+        servers a
+        allow *
+        budget 0
+        up a _Stop _PostCompact
+        prompt
+        model end_turn
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop _PostCompact
+              server a up: 0 model tool(s), hooks [_Stop _PostCompact]
+            [0ms] prompt
+            [0ms] model end_turn
+              decided: prompt ended, budget_spent
+              => end: budget_spent
+        "#]],
+    );
+}
+
+// [S5]: every end of a prompt carries its reason, loop-made ends included.
+#[test]
+fn s5_every_end_has_a_reason() {
+    check(
+        r"
+        servers a
+        allow *
+        up a _Stop
+        prompt
+        abort max_rounds
+        prompt
+        abort failed
+        prompt
+        model end_turn
+        abort cancelled
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] abort max_rounds
+              decided: prompt ended, max_rounds
+              => end: max_rounds
+            [0ms] prompt
+            [0ms] abort failed
+              decided: prompt ended, error
+              => end: error
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              round 1 _Stop: [a] by 2500ms
+            [0ms] abort cancelled
+              cancel #1
+              hook a._Stop round 1: cancelled after 0ms
+              decided (round 1): prompt ended, cancelled
+              => end: cancelled
+        "#]],
+    );
+}
+
+// [R1]-[R3] inside a round: text concatenation, whitespace, and every failure
+// as its own outcome, none of them an objection.
+#[test]
+fn r1_r3_answers_in_a_round() {
+    check(
+        r"
+        servers a b c d e
+        allow *
+        up a _Stop
+        up b _Stop
+        up c _Stop
+        up d _Stop
+        up e _Stop
+        prompt
+        model end_turn
+        reply 1 error tests are red
+        reply 2 rpc method not found
+        reply 3 transport
+        reply 4 crash
+        reply 5 image
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+              start c
+              starting c, attempt 1
+              start d
+              starting d, attempt 1
+              start e
+              starting e, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] up b _Stop
+              server b up: 0 model tool(s), hooks [_Stop]
+            [0ms] up c _Stop
+              server c up: 0 model tool(s), hooks [_Stop]
+            [0ms] up d _Stop
+              server d up: 0 model tool(s), hooks [_Stop]
+            [0ms] up e _Stop
+              server e up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              call #2 b._Stop by 2500ms
+              call #3 c._Stop by 2500ms
+              call #4 d._Stop by 2500ms
+              call #5 e._Stop by 2500ms
+              round 1 _Stop: [a b c d e] by 2500ms
+            [0ms] reply 1 error tests are red
+              hook a._Stop round 1: error (error result) "tests are red" after 0ms
+            [0ms] reply 2 rpc method not found
+              hook b._Stop round 1: error (JSON-RPC error) "-32603: method not found" after 0ms
+            [0ms] reply 3 transport
+              hook c._Stop round 1: error (transport failure) "broken pipe" after 0ms
+            [0ms] reply 4 crash
+              hook d._Stop round 1: crashed after 0ms
+              server d down: crashed (it exited during a hook call), failures 1, retry from 250ms
+            [0ms] reply 5 image
+              hook e._Stop round 1: empty after 0ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+}
+
+// [R4]: a long answer is cut to 16 KiB with a marker before injection.
+#[test]
+fn r4_long_answers_are_capped() {
+    check(
+        r"
+        servers a
+        allow *
+        up a _Stop
+        prompt
+        model end_turn
+        reply 1 big
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              round 1 _Stop: [a] by 2500ms
+            [0ms] reply 1 big
+              hook a._Stop round 1: objection "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(16442 bytes)…xx\n[sprout: hook answer cut here, 3616 more bytes not shown]" after 0ms
+              decided (round 1): objection honoured from [a], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"xxxxxxxxxxxxxxxxxxxxxxx…(16482 bytes)…n[sprout: hook answer cut here, 3616 more bytes not shown]"}
+        "#]],
+    );
+}
+
+// [T1]: every call of a round shares one deadline; K hanging hooks cost one
+// timeout. [T2]: timed-out calls are cancelled and late answers discarded.
+#[test]
+fn t1_t2_one_deadline_per_round() {
+    check(
+        r"
+        servers a b c
+        allow *
+        timeout 1000
+        up a _Stop
+        up b _Stop
+        up c _Stop
+        prompt
+        model end_turn
+        reply 2 b objects in time
+        at 999
+        at 1000
+        reply 1 too late
+        model tool_use 1
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+              start c
+              starting c, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] up b _Stop
+              server b up: 0 model tool(s), hooks [_Stop]
+            [0ms] up c _Stop
+              server c up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 1000ms
+              call #2 b._Stop by 1000ms
+              call #3 c._Stop by 1000ms
+              round 1 _Stop: [a b c] by 1000ms
+            [0ms] reply 2 b objects in time
+              hook b._Stop round 1: objection "b objects in time" after 0ms
+            [999ms] at 999
+            [1000ms] at 1000
+              cancel #1
+              hook a._Stop round 1: timeout after 1000ms
+              cancel #3
+              hook c._Stop round 1: timeout after 1000ms
+              decided (round 1): objection honoured from [b], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-hook-1-b b___Stop({}) -> {"hook":"_Stop","server":"b","text":"b objects in time"}
+            [1000ms] reply 1 too late
+            [1000ms] model tool_use 1
+              => run tools
+        "#]],
+    );
+}
+
+// [T3]: the first timeout only counts; the second consecutive one kills. A
+// completed call of any kind in between resets the count.
+#[test]
+fn t3_second_consecutive_timeout_kills() {
+    check(
+        r"
+        servers a
+        allow *
+        timeout 100
+        up a _Stop
+        prompt
+        model end_turn        # call 1
+        at 100                # first timeout: cancelled, counted
+        prompt
+        model end_turn        # call 2
+        reply 2 error oops    # an error result completes: count reset
+        prompt
+        model end_turn        # call 3
+        at 200                # first again
+        prompt
+        model end_turn        # call 4
+        at 300                # second in a row: killed, not cancelled
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 100ms
+              round 1 _Stop: [a] by 100ms
+            [100ms] at 100
+              cancel #1
+              hook a._Stop round 1: timeout after 100ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+            [100ms] prompt
+            [100ms] model end_turn
+              call #2 a._Stop by 200ms
+              round 2 _Stop: [a] by 200ms
+            [100ms] reply 2 error oops
+              hook a._Stop round 2: error (error result) "oops" after 0ms
+              decided (round 2): prompt ended, no_objection
+              => end: no_objection
+            [100ms] prompt
+            [100ms] model end_turn
+              call #3 a._Stop by 200ms
+              round 3 _Stop: [a] by 200ms
+            [200ms] at 200
+              cancel #3
+              hook a._Stop round 3: timeout after 100ms
+              decided (round 3): prompt ended, no_objection
+              => end: no_objection
+            [200ms] prompt
+            [200ms] model end_turn
+              call #4 a._Stop by 300ms
+              round 4 _Stop: [a] by 300ms
+            [300ms] at 300
+              kill a
+              hook a._Stop round 4: killed after 100ms
+              server a down: killed, failures 1, retry from 550ms
+              decided (round 4): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+}
+
+// [T4]: a killed server is left out of rounds while down, restarted lazily
+// on next use once its backoff passed (outside the round), and retired after
+// three failures; its tools then leave the model's list.
+#[test]
+fn t4_lazy_restart_with_backoff_and_limit() {
+    check(
+        r"
+        servers a b
+        allow *
+        timeout 100
+        up a _Stop work
+        up b _Stop
+        prompt
+        model end_turn        # calls 1 (a) and 2 (b)
+        reply 2 empty
+        at 100                # a: first timeout
+        prompt
+        model end_turn        # calls 3 (a) and 4 (b)
+        reply 4 empty
+        at 200                # a killed: failures 1, retry from 450
+        tools                 # a's tools stay offered while it may come back
+        prompt
+        model end_turn        # a down, backoff not over: left out
+        reply 5 empty
+        at 450
+        prompt
+        model end_turn        # a due: restarted beside the round, left out of it
+        reply 6 empty
+        up a _Stop work       # restarted
+        prompt
+        model end_turn        # calls 7 (a) and 8 (b)
+        reply 8 empty
+        at 550
+        prompt
+        model end_turn        # calls 9 (a) and 10 (b)
+        reply 10 empty
+        at 650                # killed again: failures 2, retry from 1150
+        want a                # too early: nothing
+        at 1150
+        want a                # a tool call wants it: restart
+        fail a spawn refused  # failures 3: retired
+        tools
+        resolve a__work
+        want a
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+            [0ms] up a _Stop work
+              server a up: 1 model tool(s), hooks [_Stop]
+            [0ms] up b _Stop
+              server b up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 100ms
+              call #2 b._Stop by 100ms
+              round 1 _Stop: [a b] by 100ms
+            [0ms] reply 2 empty
+              hook b._Stop round 1: empty after 0ms
+            [100ms] at 100
+              cancel #1
+              hook a._Stop round 1: timeout after 100ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+            [100ms] prompt
+            [100ms] model end_turn
+              call #3 a._Stop by 200ms
+              call #4 b._Stop by 200ms
+              round 2 _Stop: [a b] by 200ms
+            [100ms] reply 4 empty
+              hook b._Stop round 2: empty after 0ms
+            [200ms] at 200
+              kill a
+              hook a._Stop round 2: killed after 100ms
+              server a down: killed, failures 1, retry from 450ms
+              decided (round 2): prompt ended, no_objection
+              => end: no_objection
+            [200ms] tools
+              model tools: a__work
+            [200ms] prompt
+            [200ms] model end_turn
+              call #5 b._Stop by 300ms
+              round 3 _Stop: [b] by 300ms, left out [a]
+            [200ms] reply 5 empty
+              hook b._Stop round 3: empty after 0ms
+              decided (round 3): prompt ended, no_objection
+              => end: no_objection
+            [450ms] at 450
+            [450ms] prompt
+            [450ms] model end_turn
+              start a
+              starting a, attempt 2
+              call #6 b._Stop by 550ms
+              round 4 _Stop: [b] by 550ms, left out [a]
+            [450ms] reply 6 empty
+              hook b._Stop round 4: empty after 0ms
+              decided (round 4): prompt ended, no_objection
+              => end: no_objection
+            [450ms] up a _Stop work
+              server a up: 1 model tool(s), hooks [_Stop]
+            [450ms] prompt
+            [450ms] model end_turn
+              call #7 a._Stop by 550ms
+              call #8 b._Stop by 550ms
+              round 5 _Stop: [a b] by 550ms
+            [450ms] reply 8 empty
+              hook b._Stop round 5: empty after 0ms
+            [550ms] at 550
+              cancel #7
+              hook a._Stop round 5: timeout after 100ms
+              decided (round 5): prompt ended, no_objection
+              => end: no_objection
+            [550ms] prompt
+            [550ms] model end_turn
+              call #9 a._Stop by 650ms
+              call #10 b._Stop by 650ms
+              round 6 _Stop: [a b] by 650ms
+            [550ms] reply 10 empty
+              hook b._Stop round 6: empty after 0ms
+            [650ms] at 650
+              kill a
+              hook a._Stop round 6: killed after 100ms
+              server a down: killed, failures 2, retry from 1150ms
+              decided (round 6): prompt ended, no_objection
+              => end: no_objection
+            [650ms] want a
+            [1150ms] at 1150
+            [1150ms] want a
+              start a
+              starting a, attempt 3
+            [1150ms] fail a spawn refused
+              server a down: start failed (spawn refused), failures 3, retired for the session
+            [1150ms] tools
+              model tools: 
+            [1150ms] resolve a__work
+              -> unknown tool: a__work
+            [1150ms] want a
+        "#]],
+    );
+}
+
+// [T4]: a crash counts like a kill, a start failure too; a server that exits
+// while its call is in flight ends that call as crashed.
+#[test]
+fn t4_crashes_and_start_failures_count() {
+    check(
+        r"
+        servers a b
+        allow *
+        up b _Stop
+        fail a no such command
+        prompt
+        model end_turn        # a is down: left out
+        exit b pipe closed    # b dies mid-call
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+            [0ms] up b _Stop
+              server b up: 0 model tool(s), hooks [_Stop]
+            [0ms] fail a no such command
+              server a down: start failed (no such command), failures 1, retry from 250ms
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 b._Stop by 2500ms
+              round 1 _Stop: [b] by 2500ms
+            [0ms] exit b pipe closed
+              hook b._Stop round 1: crashed after 0ms
+              server b down: crashed (pipe closed), failures 1, retry from 250ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+}
+
+// [T5]: cancelling during a round cancels every call in flight and ends the
+// prompt at once; the next prompt works.
+#[test]
+fn t5_cancel_ends_the_round_at_once() {
+    check(
+        r"
+        servers a b
+        allow *
+        up a _Stop
+        up b _Stop
+        prompt
+        model end_turn
+        reply 1 a objects
+        at 10
+        abort cancelled
+        reply 2 late
+        prompt
+        model end_turn
+        reply 3 empty
+        reply 4 empty
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] up b _Stop
+              server b up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              call #2 b._Stop by 2500ms
+              round 1 _Stop: [a b] by 2500ms
+            [0ms] reply 1 a objects
+              hook a._Stop round 1: objection "a objects" after 0ms
+            [10ms] at 10
+            [10ms] abort cancelled
+              cancel #2
+              hook b._Stop round 1: cancelled after 10ms
+              decided (round 1): prompt ended, cancelled
+              => end: cancelled
+            [10ms] reply 2 late
+            [10ms] prompt
+            [10ms] model end_turn
+              call #3 a._Stop by 2510ms
+              call #4 b._Stop by 2510ms
+              round 2 _Stop: [a b] by 2510ms
+            [10ms] reply 3 empty
+              hook a._Stop round 2: empty after 0ms
+            [10ms] reply 4 empty
+              hook b._Stop round 2: empty after 0ms
+              decided (round 2): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+}
+
+// [P1], [P2], [P3]: _PostCompact runs after a compaction that removed
+// messages, answers in configuration order, no budget charged.
+#[test]
+fn p1_p3_post_compact_reinjects() {
+    check(
+        r"
+        servers a b
+        allow *
+        budget 1
+        up a _Stop _PostCompact
+        up b _PostCompact
+        prompt
+        model tool_use 1
+        compacted 0           # nothing removed: no round
+        compacted 12
+        reply 2 b state
+        reply 1 a todo list
+        compacted 3
+        reply 3 blank
+        reply 4 timeout-free
+        model end_turn
+        reply 5 object
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+            [0ms] up a _Stop _PostCompact
+              server a up: 0 model tool(s), hooks [_Stop _PostCompact]
+            [0ms] up b _PostCompact
+              server b up: 0 model tool(s), hooks [_PostCompact]
+            [0ms] prompt
+            [0ms] model tool_use 1
+              => run tools
+            [0ms] compacted 0
+              => reinject with 0 pair(s)
+            [0ms] compacted 12
+              call #1 a._PostCompact by 2500ms
+              call #2 b._PostCompact by 2500ms
+              round 1 _PostCompact: [a b] by 2500ms
+            [0ms] reply 2 b state
+              hook b._PostCompact round 1: injection "b state" after 0ms
+            [0ms] reply 1 a todo list
+              hook a._PostCompact round 1: injection "a todo list" after 0ms
+              decided (round 1): reinject from [a b]
+              => reinject with 2 pair(s)
+                 sprout-hook-1-a a___PostCompact({}) -> {"hook":"_PostCompact","server":"a","text":"a todo list"}
+                 sprout-hook-1-b b___PostCompact({}) -> {"hook":"_PostCompact","server":"b","text":"b state"}
+            [0ms] compacted 3
+              call #3 a._PostCompact by 2500ms
+              call #4 b._PostCompact by 2500ms
+              round 2 _PostCompact: [a b] by 2500ms
+            [0ms] reply 3 blank
+              hook a._PostCompact round 2: empty after 0ms
+            [0ms] reply 4 timeout-free
+              hook b._PostCompact round 2: injection "timeout-free" after 0ms
+              decided (round 2): reinject from [b]
+              => reinject with 1 pair(s)
+                 sprout-hook-2-b b___PostCompact({}) -> {"hook":"_PostCompact","server":"b","text":"timeout-free"}
+            [0ms] model end_turn
+              call #5 a._Stop by 2500ms
+              round 3 _Stop: [a] by 2500ms
+            [0ms] reply 5 object
+              hook a._Stop round 3: objection "object" after 0ms
+              decided (round 3): objection honoured from [a], budget 1/1
+              => continue with 1 pair(s)
+                 sprout-hook-3-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"object"}
+        "#]],
+    );
+}
+
+// [P1]: hooks off, no _PostCompact round.
+#[test]
+fn p1_no_round_when_hooks_off() {
+    check(
+        r"
+        servers a
+        up a _PostCompact
+        prompt
+        compacted 5
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _PostCompact
+              server a up: 0 model tool(s), hooks [_PostCompact]
+            [0ms] prompt
+            [0ms] compacted 5
+              => reinject with 0 pair(s)
+        "#]],
+    );
+}
+
+// [S2] with [P1]: a compaction between an objection and the next end-of-turn
+// does not reset the consecutive rule (it is not a tool call).
+#[test]
+fn s2_compaction_does_not_reset_the_rule() {
+    check(
+        r"
+        servers a
+        allow *
+        up a _Stop _PostCompact
+        prompt
+        model end_turn
+        reply 1 not yet
+        compacted 4
+        reply 2 list
+        model end_turn
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop _PostCompact
+              server a up: 0 model tool(s), hooks [_Stop _PostCompact]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              round 1 _Stop: [a] by 2500ms
+            [0ms] reply 1 not yet
+              hook a._Stop round 1: objection "not yet" after 0ms
+              decided (round 1): objection honoured from [a], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"not yet"}
+            [0ms] compacted 4
+              call #2 a._PostCompact by 2500ms
+              round 2 _PostCompact: [a] by 2500ms
+            [0ms] reply 2 list
+              hook a._PostCompact round 2: injection "list" after 0ms
+              decided (round 2): reinject from [a]
+              => reinject with 1 pair(s)
+                 sprout-hook-2-a a___PostCompact({}) -> {"hook":"_PostCompact","server":"a","text":"list"}
+            [0ms] model end_turn
+              decided: prompt ended, declined
+              => end: declined
+        "#]],
+    );
+}
+
+// Misuse is an error and changes nothing.
+#[test]
+fn usage_errors_leave_the_state_alone() {
+    check(
+        r"
+        servers a
+        allow *
+        up a _Stop
+        model end_turn
+        abort cancelled
+        prompt
+        prompt
+        model end_turn
+        model end_turn
+        compacted 2
+        reply 1 empty
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] model end_turn
+              usage error: no prompt is running
+            [0ms] abort cancelled
+              usage error: no prompt is running
+            [0ms] prompt
+            [0ms] prompt
+              usage error: a prompt is already running
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              round 1 _Stop: [a] by 2500ms
+            [0ms] model end_turn
+              usage error: a hook round is in flight; wait for its decision
+            [0ms] compacted 2
+              usage error: a hook round is in flight; wait for its decision
+            [0ms] reply 1 empty
+              hook a._Stop round 1: empty after 0ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+}
