@@ -153,10 +153,10 @@ pub(crate) fn run(script: &str) -> String {
             }
             other => panic!("unknown command {other:?}"),
         };
-        if let Some(input) = input {
-            if let Err(e) = s.handle(now, input) {
-                writeln!(out, "  usage error: {e}").unwrap();
-            }
+        if let Some(input) = input
+            && let Err(e) = s.handle(now, input)
+        {
+            writeln!(out, "  usage error: {e}").unwrap();
         }
         drain(s, &mut out);
     }
