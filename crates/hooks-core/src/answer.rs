@@ -177,11 +177,17 @@ pub fn answer_text(parts: &[ReplyPart]) -> Option<String> {
 
 /// Cuts `text` to at most [`MAX_ANSWER_BYTES`] on a UTF-8 boundary and, if it
 /// cut anything, appends a marker saying how many bytes went [R4].
-pub fn cap(mut text: String) -> String {
-    if text.len() <= MAX_ANSWER_BYTES {
+pub fn cap(text: String) -> String {
+    cut(text, MAX_ANSWER_BYTES, "hook answer")
+}
+
+/// Cuts `text` to at most `max_bytes` on a UTF-8 boundary and, if it cut
+/// anything, appends a marker naming `what` and how many bytes went.
+pub fn cut(mut text: String, max_bytes: usize, what: &str) -> String {
+    if text.len() <= max_bytes {
         return text;
     }
-    let mut end = MAX_ANSWER_BYTES;
+    let mut end = max_bytes;
     while !text.is_char_boundary(end) {
         end -= 1;
     }
@@ -190,7 +196,7 @@ pub fn cap(mut text: String) -> String {
     // Writing to a String cannot fail.
     let _ = write!(
         text,
-        "\n[sprout: hook answer cut here, {cut} more bytes not shown]"
+        "\n[sprout: {what} cut here, {cut} more bytes not shown]"
     );
     text
 }

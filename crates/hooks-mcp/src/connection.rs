@@ -1,0 +1,270 @@
+//! One live connection to one MCP server, over stdio or Streamable HTTP.
+//!
+//! A stdio server is a child process in its own process group, with a small
+//! environment ([`crate::spec::child_environment`]) and its stderr kept (the
+//! last lines, for start-up errors) and logged. Killing it kills the whole
+//! group, so helpers it spawned die with it. An HTTP server's "kill" closes
+//! its session.
+//!
+//! Every connection has a watcher task: when the session ends for any reason
+//! it reaps the child, kills what is left of its group, and reports the end
+//! once. This module decides nothing: whether to kill, when to restart, is
+//! the core's call, relayed by [`crate::host`].
+
+use std::collections::VecDeque;
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use nix::sys::signal::{Signal, killpg};
+use nix::unistd::Pid;
+use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
+use rmcp::service::{Peer, RoleClient, RunningService, RunningServiceCancellationToken};
+use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::{ServiceError, ServiceExt};
+use tokio::io::{AsyncBufReadExt, BufReader};
+use tokio::process::{Child, Command};
+use tokio::task::JoinHandle;
+
+use crate::spec::{ServerSpec, TransportSpec, child_environment};
+
+/// Stderr lines kept per stdio server, for error messages.
+const STDERR_TAIL_LINES: usize = 20;
+
+/// How long a child may take to exit after its stdin closed at shutdown,
+/// before its group is killed.
+const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
+
+/// A connected server.
+pub(crate) struct Connection {
+    peer: Peer<RoleClient>,
+    /// Taken by the first of `kill` and `close`.
+    stop: Mutex<Option<RunningServiceCancellationToken>>,
+    /// The child's process group id (its pid); `None` for HTTP.
+    pgid: Option<i32>,
+    watcher: Mutex<Option<JoinHandle<()>>>,
+}
+
+impl std::fmt::Debug for Connection {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Connection")
+            .field("pgid", &self.pgid)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why a start failed, for people.
+pub(crate) type StartError = String;
+
+impl Connection {
+    /// Connects to `spec` and lists its tools, all within `deadline`. On
+    /// success the watcher is running and will call `on_end` once, with a
+    /// reason, when the session ends.
+    pub(crate) async fn connect(
+        spec: &ServerSpec,
+        deadline: Duration,
+        on_end: impl FnOnce(String) + Send + 'static,
+    ) -> Result<(Arc<Connection>, Vec<Tool>), StartError> {
+        match &spec.transport {
+            TransportSpec::Stdio {
+                command,
+                args,
+                env,
+                cwd,
+            } => {
+                let mut cmd = Command::new(command);
+                cmd.args(args)
+                    .env_clear()
+                    .envs(child_environment(std::env::vars(), env))
+                    .stdin(Stdio::piped())
+                    .stdout(Stdio::piped())
+                    .stderr(Stdio::piped())
+                    .process_group(0)
+                    .kill_on_drop(true);
+                if let Some(dir) = cwd {
+                    cmd.current_dir(dir);
+                }
+                let mut child = cmd
+                    .spawn()
+                    .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+                let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+                let tail = Arc::new(Mutex::new(VecDeque::new()));
+                if let Some(stderr) = child.stderr.take() {
+                    tokio::spawn(drain_stderr(spec.name.to_string(), stderr, tail.clone()));
+                }
+                let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
+                    kill_group(pgid);
+                    return Err("the child's stdio pipes were not available".into());
+                };
+                let started = tokio::time::timeout(deadline, async {
+                    let service = ().serve((stdout, stdin)).await.map_err(|e| e.to_string())?;
+                    let tools = service
+                        .peer()
+                        .list_all_tools()
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok::<_, String>((service, tools))
+                })
+                .await;
+                match started {
+                    Ok(Ok((service, tools))) => {
+                        Ok((Connection::watch(service, pgid, Some(child), on_end), tools))
+                    }
+                    Ok(Err(e)) => Err(start_failure(&e, &mut child, pgid, &tail).await),
+                    Err(_) => {
+                        let e = format!(
+                            "no answer to initialize and tools/list within {}ms",
+                            deadline.as_millis()
+                        );
+                        Err(start_failure(&e, &mut child, pgid, &tail).await)
+                    }
+                }
+            }
+            TransportSpec::Http { url } => {
+                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+                let started = tokio::time::timeout(deadline, async {
+                    let service = ().serve(transport).await.map_err(|e| e.to_string())?;
+                    let tools = service
+                        .peer()
+                        .list_all_tools()
+                        .await
+                        .map_err(|e| e.to_string())?;
+                    Ok::<_, String>((service, tools))
+                })
+                .await;
+                match started {
+                    Ok(Ok((service, tools))) => {
+                        Ok((Connection::watch(service, None, None, on_end), tools))
+                    }
+                    Ok(Err(e)) => Err(format!("{url}: {e}")),
+                    Err(_) => Err(format!(
+                        "{url}: no answer to initialize and tools/list within {}ms",
+                        deadline.as_millis()
+                    )),
+                }
+            }
+        }
+    }
+
+    fn watch(
+        service: RunningService<RoleClient, ()>,
+        pgid: Option<i32>,
+        child: Option<Child>,
+        on_end: impl FnOnce(String) + Send + 'static,
+    ) -> Arc<Connection> {
+        let peer = service.peer().clone();
+        let stop = service.cancellation_token();
+        let watcher = tokio::spawn(async move {
+            let quit = service.waiting().await;
+            let mut reason = match quit {
+                Ok(rmcp::service::QuitReason::Closed) => "its connection closed".to_owned(),
+                Ok(rmcp::service::QuitReason::Cancelled) => "it was shut down".to_owned(),
+                Ok(other) => format!("its session ended ({other:?})"),
+                Err(e) => format!("its session task failed: {e}"),
+            };
+            if let Some(mut child) = child {
+                let status = match tokio::time::timeout(SHUTDOWN_GRACE, child.wait()).await {
+                    Ok(status) => status.ok(),
+                    Err(_) => {
+                        kill_group(pgid);
+                        child.wait().await.ok()
+                    }
+                };
+                // Whatever the child left running in its group goes too.
+                kill_group(pgid);
+                if let Some(status) = status {
+                    reason = format!("{reason}; the process {status}");
+                }
+            }
+            on_end(reason);
+        });
+        Arc::new(Connection {
+            peer,
+            stop: Mutex::new(Some(stop)),
+            pgid,
+            watcher: Mutex::new(Some(watcher)),
+        })
+    }
+
+    /// Calls tool `name` with `arguments`. Dropping the future cancels the
+    /// request on the wire (`notifications/cancelled`).
+    pub(crate) async fn call(
+        &self,
+        name: &str,
+        arguments: JsonObject,
+    ) -> Result<CallToolResult, ServiceError> {
+        let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
+        self.peer.call_tool(params).await
+    }
+
+    /// Kills the server now: its process group for stdio, its session for
+    /// HTTP [T3]. The watcher reaps and reports.
+    pub(crate) fn kill(&self) {
+        kill_group(self.pgid);
+        if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            stop.cancel();
+        }
+    }
+
+    /// Closes the session (stdin EOF for a child, DELETE for HTTP), gives a
+    /// child a moment to exit, kills its group, and waits for all of it.
+    pub(crate) async fn close(&self) {
+        if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
+            stop.cancel();
+        }
+        let watcher = self
+            .watcher
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .take();
+        if let Some(watcher) = watcher {
+            let _ = watcher.await;
+        }
+    }
+}
+
+/// SIGKILL to a whole process group; a group that is gone already is fine.
+fn kill_group(pgid: Option<i32>) {
+    if let Some(pgid) = pgid {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
+    }
+}
+
+async fn start_failure(
+    error: &str,
+    child: &mut Child,
+    pgid: Option<i32>,
+    tail: &Arc<Mutex<VecDeque<String>>>,
+) -> StartError {
+    let exited = child.try_wait().ok().flatten();
+    kill_group(pgid);
+    let _ = child.wait().await;
+    // Give the stderr reader a moment to take the last lines.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let mut message = match exited {
+        Some(status) => format!("the process exited during start-up ({status}): {error}"),
+        None => error.to_owned(),
+    };
+    let lines = tail.lock().unwrap_or_else(|e| e.into_inner());
+    if !lines.is_empty() {
+        message.push_str("; its stderr ends with: ");
+        message.push_str(&lines.iter().cloned().collect::<Vec<_>>().join(" | "));
+    }
+    message
+}
+
+async fn drain_stderr(
+    server: String,
+    stderr: tokio::process::ChildStderr,
+    tail: Arc<Mutex<VecDeque<String>>>,
+) {
+    let mut lines = BufReader::new(stderr).lines();
+    while let Ok(Some(line)) = lines.next_line().await {
+        tracing::debug!(target: "sprout::mcp::stderr", server = %server, "{line}");
+        let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+        if tail.len() == STDERR_TAIL_LINES {
+            tail.pop_front();
+        }
+        tail.push_back(line);
+    }
+}

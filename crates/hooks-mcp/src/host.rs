@@ -1,0 +1,549 @@
+//! The driver: [`Host`] runs the `hooks-core` policy on live MCP servers.
+//!
+//! The host owns the core [`Session`], the connections, and the one clock
+//! (tokio's, so paused-time tests work). It turns the core's outputs into
+//! actions (start a connection, call a hook, cancel a call by dropping its
+//! future, kill a server) and feeds what happens back in: answers, crashes,
+//! finished starts, and deadlines the core asked to be woken for. It decides
+//! nothing itself and has no timeout policy of its own for hooks [T1]-[T5].
+//!
+//! Starts, restarts and exits happen in background tasks that report through
+//! a channel; the host reads it whenever it runs, so a restart never blocks a
+//! hook round [T4].
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::future::{AbortHandle, Abortable, BoxFuture};
+use futures::stream::{FuturesUnordered, StreamExt};
+use hooks_core::{
+    CallId, Decision, Event, HookConfig, HookReply, Input, Output, ServerId, ServerName,
+    ServerState, Session, SetupError, Time, UsageError, Warning,
+};
+use rmcp::model::{JsonObject, Tool};
+use tokio::sync::mpsc;
+use tokio_util::sync::CancellationToken;
+
+use crate::connection::Connection;
+use crate::reply::{ToolOutput, hook_reply, tool_output};
+use crate::spec::ServerSpec;
+
+/// Where the host reports the core's events as they happen [O1], [O2].
+pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
+
+/// Settings of the host that are not hook policy.
+#[derive(Clone, Debug)]
+pub struct HostOptions {
+    /// Deadline for a server to start: spawn or connect, initialize, list.
+    pub start_timeout: Duration,
+    /// Most bytes of text a model tool result may have before it is cut.
+    pub max_tool_output_bytes: usize,
+}
+
+impl Default for HostOptions {
+    fn default() -> Self {
+        HostOptions {
+            start_timeout: Duration::from_secs(10),
+            max_tool_output_bytes: 64 * 1024,
+        }
+    }
+}
+
+/// A tool as the model is offered it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ModelToolDef {
+    /// The qualified name, `S__T` [N2].
+    pub name: String,
+    /// The server's description of it.
+    pub description: Option<String>,
+    /// Its JSON Schema for arguments.
+    pub input_schema: serde_json::Value,
+}
+
+/// One server, as `sprout hooks list` shows it.
+#[derive(Clone, Debug)]
+pub struct ServerReport {
+    /// Its name.
+    pub name: ServerName,
+    /// Up, down, retired…
+    pub state: ServerState,
+    /// Whether the allowlist lets it hook [A2].
+    pub may_hook: bool,
+    /// Model-visible tool names.
+    pub model_tools: Vec<String>,
+    /// Hook points it lists.
+    pub hooks: Vec<hooks_core::HookPoint>,
+    /// Why it is down, if it failed to start or exited.
+    pub last_error: Option<String>,
+}
+
+enum Notice {
+    Started {
+        server: ServerId,
+        generation: u64,
+        result: Result<(Arc<Connection>, Vec<Tool>), String>,
+    },
+    Ended {
+        server: ServerId,
+        generation: u64,
+        reason: String,
+    },
+}
+
+struct Slot {
+    spec: ServerSpec,
+    /// Bumped on every start and kill; notices of older generations are stale.
+    generation: u64,
+    /// Invariant: `Some` exactly when the core has this server up.
+    conn: Option<Arc<Connection>>,
+    /// The latest listing's tool definitions.
+    tools: BTreeMap<String, Tool>,
+    last_error: Option<String>,
+}
+
+/// The hook calls of one round in flight.
+#[derive(Default)]
+struct Calls {
+    in_flight: FuturesUnordered<Abortable<BoxFuture<'static, (CallId, HookReply)>>>,
+    aborts: BTreeMap<CallId, AbortHandle>,
+}
+
+/// Live MCP servers under the hook policy. See the crate docs.
+pub struct Host {
+    session: Session,
+    slots: Vec<Slot>,
+    /// The one clock: `now()` is the time since this instant.
+    epoch: tokio::time::Instant,
+    notices_tx: mpsc::UnboundedSender<Notice>,
+    notices_rx: mpsc::UnboundedReceiver<Notice>,
+    options: HostOptions,
+    sink: EventSink,
+    warnings: Vec<Warning>,
+    /// Killed connections, closed (and so reaped) at shutdown.
+    killed: Vec<Arc<Connection>>,
+}
+
+impl fmt::Debug for Host {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Host")
+            .field("session", &self.session)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Host {
+    /// Starts every server at once, each under the start deadline, and
+    /// returns when each is up or has failed; one that fails is reported
+    /// (an event with its name and the reason) and the others work.
+    pub async fn start(
+        specs: Vec<ServerSpec>,
+        config: HookConfig,
+        options: HostOptions,
+        sink: EventSink,
+    ) -> Result<Host, SetupError> {
+        let names = specs.iter().map(|s| s.name.clone()).collect();
+        let session = Session::new(config, names)?;
+        let (notices_tx, notices_rx) = mpsc::unbounded_channel();
+        let slots = specs
+            .into_iter()
+            .map(|spec| Slot {
+                spec,
+                generation: 0,
+                conn: None,
+                tools: BTreeMap::new(),
+                last_error: None,
+            })
+            .collect();
+        let mut host = Host {
+            session,
+            slots,
+            epoch: tokio::time::Instant::now(),
+            notices_tx,
+            notices_rx,
+            options,
+            sink,
+            warnings: Vec::new(),
+            killed: Vec::new(),
+        };
+        host.process(&mut Calls::default());
+        while host.any_starting() {
+            let Some(notice) = host.notices_rx.recv().await else {
+                break;
+            };
+            host.on_notice(notice);
+            host.process(&mut Calls::default());
+        }
+        Ok(host)
+    }
+
+    /// The policy state.
+    pub fn session(&self) -> &Session {
+        &self.session
+    }
+
+    /// Warnings seen so far ([N3], [N4], [H4], [A3]).
+    pub fn warnings(&self) -> &[Warning] {
+        &self.warnings
+    }
+
+    /// The time since the host started, as the core counts it.
+    pub fn now(&self) -> Time {
+        Time::from_epoch(self.epoch.elapsed())
+    }
+
+    /// The tools to offer the model now: never a hook [H2], never a retired
+    /// server's [T4].
+    pub fn model_tools(&mut self) -> Vec<ModelToolDef> {
+        self.pump();
+        self.session
+            .model_tools()
+            .map(|(server, tool)| {
+                let def = self.slots[server.0].tools.get(&tool.bare);
+                ModelToolDef {
+                    name: tool.qualified.clone(),
+                    description: def.and_then(|d| d.description.as_ref().map(|s| s.to_string())),
+                    input_schema: def
+                        .map(|d| serde_json::Value::Object((*d.input_schema).clone()))
+                        .unwrap_or_else(|| serde_json::json!({"type": "object"})),
+                }
+            })
+            .collect()
+    }
+
+    /// Every server with what it offers and whether it may hook.
+    pub fn servers(&self) -> Vec<ServerReport> {
+        (0..self.slots.len())
+            .map(|i| {
+                let id = ServerId(i);
+                let tools = self.session.server_tools(id);
+                ServerReport {
+                    name: self.session.server_name(id).clone(),
+                    state: self.session.server_state(id),
+                    may_hook: self.session.may_hook(id),
+                    model_tools: tools
+                        .model_tools
+                        .iter()
+                        .map(|t| t.qualified.clone())
+                        .collect(),
+                    hooks: tools.hooks.clone(),
+                    last_error: self.slots[i].last_error.clone(),
+                }
+            })
+            .collect()
+    }
+
+    /// Starts a prompt.
+    pub fn begin_prompt(&mut self) -> Result<(), UsageError> {
+        self.pump();
+        let now = self.now();
+        self.session.handle(now, Input::PromptStarted)?;
+        self.process(&mut Calls::default());
+        Ok(())
+    }
+
+    /// Feeds a question ([`Input::ModelResponded`], [`Input::Compacted`],
+    /// [`Input::Abort`]) and runs whatever hook round it starts until the
+    /// core decides. Cancelling `cancel` ends a round at once [T5].
+    pub async fn decide(
+        &mut self,
+        input: Input,
+        cancel: &CancellationToken,
+    ) -> Result<Decision, UsageError> {
+        self.pump();
+        let now = self.now();
+        self.session.handle(now, input)?;
+        let mut calls = Calls::default();
+        loop {
+            if let Some(decision) = self.process(&mut calls) {
+                // Calls still in flight belong to a decided round: dropping
+                // them cancels them on the wire [T2].
+                for handle in calls.aborts.values() {
+                    handle.abort();
+                }
+                return Ok(decision);
+            }
+            let deadline = self
+                .session
+                .poll_timeout()
+                .map(|t| self.epoch + t.since_epoch());
+            tokio::select! {
+                biased;
+                () = cancel.cancelled(), if self.session.in_prompt() => {
+                    let now = self.now();
+                    self.session.handle(now, Input::Abort(hooks_core::AbortReason::Cancelled))?;
+                }
+                Some(answered) = calls.in_flight.next(), if !calls.in_flight.is_empty() => {
+                    if let Ok((call, reply)) = answered {
+                        calls.aborts.remove(&call);
+                        let now = self.now();
+                        self.session.handle(now, Input::HookReplied { call, reply })?;
+                    }
+                }
+                Some(notice) = self.notices_rx.recv() => self.on_notice(notice),
+                () = sleep_until(deadline) => {
+                    let now = self.now();
+                    self.session.handle_timeout(now);
+                }
+            }
+        }
+    }
+
+    /// Gets a model tool call ready: resolves the name [H3], and restarts a
+    /// server that is down and due [T4] (waiting for that start). `Err` holds
+    /// the error result to give the model instead.
+    pub async fn prepare_tool_call(
+        &mut self,
+        model_name: &str,
+    ) -> Result<PreparedCall, ToolOutput> {
+        self.pump();
+        let unknown = || ToolOutput::error(format!("unknown tool: {model_name}"));
+        let (server, bare) = match self.session.resolve(model_name) {
+            Some((server, bare)) => (server, bare.to_owned()),
+            None => return Err(unknown()),
+        };
+        let now = self.now();
+        self.session
+            .handle(now, Input::ServerWanted { server })
+            .map_err(|e| ToolOutput::error(e.to_string()))?;
+        self.process(&mut Calls::default());
+        while self.session.server_state(server) == ServerState::Starting {
+            let Some(notice) = self.notices_rx.recv().await else {
+                break;
+            };
+            self.on_notice(notice);
+            self.process(&mut Calls::default());
+        }
+        let name = self.session.server_name(server).clone();
+        match (
+            self.session.server_state(server),
+            &self.slots[server.0].conn,
+        ) {
+            (ServerState::Up, Some(conn)) if self.session.resolve(model_name).is_some() => {
+                Ok(PreparedCall {
+                    conn: conn.clone(),
+                    server: name,
+                    bare,
+                    max_bytes: self.options.max_tool_output_bytes,
+                })
+            }
+            (ServerState::Retired, _) => Err(unknown()),
+            (state, _) => Err(ToolOutput::error(format!(
+                "tool server {name} is not running ({}); try again later",
+                describe_state(state, self.now())
+            ))),
+        }
+    }
+
+    /// Closes every connection and waits until every child is gone.
+    pub async fn shutdown(mut self) {
+        let mut closing: Vec<Arc<Connection>> = self
+            .slots
+            .iter_mut()
+            .filter_map(|s| s.conn.take())
+            .collect();
+        closing.append(&mut self.killed);
+        futures::future::join_all(closing.iter().map(|c| c.close())).await;
+    }
+
+    /// Reads every notice that has arrived and acts on the outputs.
+    fn pump(&mut self) {
+        while let Ok(notice) = self.notices_rx.try_recv() {
+            self.on_notice(notice);
+        }
+        self.process(&mut Calls::default());
+    }
+
+    fn any_starting(&self) -> bool {
+        (0..self.slots.len())
+            .any(|i| self.session.server_state(ServerId(i)) == ServerState::Starting)
+    }
+
+    fn feed(&mut self, input: Input) {
+        let now = self.now();
+        // Notices carry ids of this session's servers: never a usage error.
+        if let Err(e) = self.session.handle(now, input) {
+            tracing::error!("hooks-mcp fed the core an invalid input: {e}");
+        }
+    }
+
+    fn on_notice(&mut self, notice: Notice) {
+        match notice {
+            Notice::Started {
+                server,
+                generation,
+                result,
+            } => {
+                let slot = &mut self.slots[server.0];
+                if generation != slot.generation {
+                    if let Ok((conn, _)) = result {
+                        tokio::spawn(async move { conn.close().await });
+                    }
+                    return;
+                }
+                match result {
+                    Ok((conn, tools)) => {
+                        let names = tools.iter().map(|t| t.name.to_string()).collect();
+                        slot.tools = tools.into_iter().map(|t| (t.name.to_string(), t)).collect();
+                        slot.conn = Some(conn);
+                        slot.last_error = None;
+                        self.feed(Input::ServerStarted {
+                            server,
+                            tools: names,
+                        });
+                    }
+                    Err(reason) => {
+                        tracing::warn!(server = %slot.spec.name, "MCP server failed to start: {reason}");
+                        slot.last_error = Some(reason.clone());
+                        self.feed(Input::ServerStartFailed { server, reason });
+                    }
+                }
+            }
+            Notice::Ended {
+                server,
+                generation,
+                reason,
+            } => {
+                let slot = &mut self.slots[server.0];
+                if generation == slot.generation && slot.conn.take().is_some() {
+                    tracing::warn!(server = %slot.spec.name, "MCP server exited: {reason}");
+                    slot.last_error = Some(reason.clone());
+                    self.feed(Input::ServerExited { server, reason });
+                }
+            }
+        }
+    }
+
+    /// Acts on every queued output; returns the decision if one came.
+    fn process(&mut self, calls: &mut Calls) -> Option<Decision> {
+        while let Some(output) = self.session.poll_output() {
+            match output {
+                Output::CallHook {
+                    call,
+                    server,
+                    hook,
+                    deadline: _,
+                } => {
+                    let future: BoxFuture<'static, (CallId, HookReply)> = match self.slots[server.0]
+                        .conn
+                        .clone()
+                    {
+                        Some(conn) => Box::pin(async move {
+                            // [H5]: the input is `{}`.
+                            (
+                                call,
+                                hook_reply(conn.call(hook.tool_name(), JsonObject::new()).await),
+                            )
+                        }),
+                        None => Box::pin(async move { (call, HookReply::Crashed) }),
+                    };
+                    let (handle, registration) = AbortHandle::new_pair();
+                    calls.aborts.insert(call, handle);
+                    calls.in_flight.push(Abortable::new(future, registration));
+                }
+                Output::CancelCall { call } => {
+                    // Dropping the call's future sends notifications/cancelled [T2].
+                    if let Some(handle) = calls.aborts.remove(&call) {
+                        handle.abort();
+                    }
+                }
+                Output::KillServer { server } => {
+                    let slot = &mut self.slots[server.0];
+                    slot.generation += 1;
+                    if let Some(conn) = slot.conn.take() {
+                        conn.kill();
+                        self.killed.push(conn);
+                    }
+                }
+                Output::StartServer { server } => self.spawn_start(server),
+                Output::Event(event) => {
+                    if let Event::Warning(warning) = &event {
+                        self.warnings.push(warning.clone());
+                    }
+                    (self.sink)(&event);
+                }
+                Output::Decision(decision) => return Some(decision),
+            }
+        }
+        None
+    }
+
+    fn spawn_start(&mut self, server: ServerId) {
+        let slot = &mut self.slots[server.0];
+        slot.generation += 1;
+        let generation = slot.generation;
+        let spec = slot.spec.clone();
+        let tx = self.notices_tx.clone();
+        let deadline = self.options.start_timeout;
+        tokio::spawn(async move {
+            let ended = tx.clone();
+            let on_end = move |reason| {
+                let _ = ended.send(Notice::Ended {
+                    server,
+                    generation,
+                    reason,
+                });
+            };
+            let result = Connection::connect(&spec, deadline, on_end).await;
+            let _ = tx.send(Notice::Started {
+                server,
+                generation,
+                result,
+            });
+        });
+    }
+}
+
+/// Sleeps until `deadline`, or forever when there is none.
+async fn sleep_until(deadline: Option<tokio::time::Instant>) {
+    match deadline {
+        Some(deadline) => tokio::time::sleep_until(deadline).await,
+        None => std::future::pending().await,
+    }
+}
+
+fn describe_state(state: ServerState, now: Time) -> String {
+    match state {
+        ServerState::Starting => "it is starting".into(),
+        ServerState::Up => "it is up".into(),
+        ServerState::Down { retry_at } => {
+            format!(
+                "it is down; a restart is tried in {}ms",
+                retry_at.saturating_since(now).as_millis()
+            )
+        }
+        ServerState::Retired => "it failed too often and is off for this session".into(),
+    }
+}
+
+/// A model tool call ready to run; holds no borrow of the [`Host`], so several
+/// run at once.
+#[derive(Debug)]
+pub struct PreparedCall {
+    conn: Arc<Connection>,
+    server: ServerName,
+    bare: String,
+    max_bytes: usize,
+}
+
+impl PreparedCall {
+    /// The server it goes to.
+    pub fn server(&self) -> &ServerName {
+        &self.server
+    }
+
+    /// Runs the call under `timeout`; a call that runs out is cancelled on
+    /// the wire and answered with an error result.
+    pub async fn run(self, arguments: JsonObject, timeout: Duration) -> ToolOutput {
+        match tokio::time::timeout(timeout, self.conn.call(&self.bare, arguments)).await {
+            Ok(result) => tool_output(result, self.max_bytes),
+            Err(_) => ToolOutput::error(format!(
+                "tool {} of server {} did not answer within {}ms and was cancelled",
+                self.bare,
+                self.server,
+                timeout.as_millis()
+            )),
+        }
+    }
+}

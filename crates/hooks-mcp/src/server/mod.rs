@@ -1,0 +1,189 @@
+//! Writing hook servers: [`ToolServer`], and the two that ship with Sprout.
+//!
+//! A hook server is an ordinary MCP server that lists tools whose names start
+//! with `_` (`_Stop`, `_PostCompact`). The agent calls them with `{}` and
+//! reads the text they answer: non-empty text objects (for `_Stop`) or is
+//! re-injected (for `_PostCompact`); empty text means nothing. The agent gives
+//! each call a deadline (`SPROUT_AGENT_HOOK_TIMEOUT_MS`, 2.5 s by default) and
+//! cancels it with `notifications/cancelled` when it runs out.
+//!
+//! [`ToolServer`] is a small builder over rmcp's `ServerHandler` for servers
+//! with a fixed tool list:
+//!
+//! ```no_run
+//! use hooks_core::HookPoint;
+//! use hooks_mcp::server::ToolServer;
+//!
+//! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
+//! ToolServer::new("tests-green")
+//!     .hook(HookPoint::Stop, "Objects while the build is red.", |_cancel| async {
+//!         if std::path::Path::new("BUILD_RED").exists() { "the build is red".to_owned() } else { String::new() }
+//!     })
+//!     .serve_stdio()
+//!     .await?;
+//! # Ok(()) }
+//! ```
+//!
+//! - [`todo`]: a `todo` tool, `_Stop` objecting while items are open,
+//!   `_PostCompact` re-injecting the list.
+//! - [`gate`]: `_Stop` runs a command and objects while it fails.
+
+pub mod gate;
+pub mod todo;
+
+use std::future::Future;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use hooks_core::HookPoint;
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
+    Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
+    ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::{RoleServer, ServerHandler, ServiceExt};
+use tokio_util::sync::CancellationToken;
+
+/// What a tool handler returns: a result, or a JSON-RPC error.
+pub type ToolFuture = BoxFuture<'static, Result<CallToolResult, ErrorData>>;
+
+type Handler = Arc<dyn Fn(JsonObject, CancellationToken) -> ToolFuture + Send + Sync>;
+
+/// An MCP server with a fixed list of tools, each with its handler.
+#[derive(Clone)]
+pub struct ToolServer {
+    name: String,
+    instructions: Option<String>,
+    tools: Vec<(Tool, Handler)>,
+}
+
+impl std::fmt::Debug for ToolServer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.tools.iter().map(|(t, _)| t.name.as_ref()).collect();
+        f.debug_struct("ToolServer")
+            .field("name", &self.name)
+            .field("tools", &names)
+            .finish()
+    }
+}
+
+/// The JSON Schema of a tool that takes any object (every hook).
+pub fn any_object_schema() -> JsonObject {
+    let mut schema = JsonObject::new();
+    schema.insert("type".into(), "object".into());
+    schema
+}
+
+impl ToolServer {
+    /// A server that introduces itself as `name`.
+    pub fn new(name: impl Into<String>) -> ToolServer {
+        ToolServer {
+            name: name.into(),
+            instructions: None,
+            tools: Vec::new(),
+        }
+    }
+
+    /// Instructions the server gives clients at initialize.
+    pub fn instructions(mut self, text: impl Into<String>) -> ToolServer {
+        self.instructions = Some(text.into());
+        self
+    }
+
+    /// Adds a tool. The handler gets the call's arguments and a token that is
+    /// cancelled when the client cancels the call.
+    pub fn tool<F, Fut>(mut self, tool: Tool, handler: F) -> ToolServer
+    where
+        F: Fn(JsonObject, CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = Result<CallToolResult, ErrorData>> + Send + 'static,
+    {
+        let handler: Handler = Arc::new(move |args, cancel| Box::pin(handler(args, cancel)));
+        self.tools.push((tool, handler));
+        self
+    }
+
+    /// Adds a hook: a `_Stop` or `_PostCompact` tool whose input (normally
+    /// `{}`, possibly more from a future agent) is accepted and ignored. The
+    /// handler answers text: empty for nothing.
+    pub fn hook<F, Fut>(self, hook: HookPoint, description: &str, handler: F) -> ToolServer
+    where
+        F: Fn(CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = String> + Send + 'static,
+    {
+        let handler = Arc::new(handler);
+        let tool = Tool::new(
+            hook.tool_name(),
+            description.to_owned(),
+            any_object_schema(),
+        );
+        self.tool(tool, move |_args, cancel| {
+            let handler = handler.clone();
+            async move {
+                Ok(CallToolResult::success(vec![ContentBlock::text(
+                    handler(cancel).await,
+                )]))
+            }
+        })
+    }
+
+    /// The rmcp handler, to serve over any transport (stdio, HTTP, a duplex
+    /// pipe in tests).
+    pub fn into_handler(self) -> ToolServerHandler {
+        ToolServerHandler(Arc::new(self))
+    }
+
+    /// Serves over this process's stdin and stdout until the client goes.
+    pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
+        let running = self
+            .into_handler()
+            .serve(rmcp::transport::stdio_pipes())
+            .await
+            .map_err(std::io::Error::other)?;
+        running.waiting().await.map_err(std::io::Error::other)?;
+        Ok(())
+    }
+}
+
+/// [`ToolServer`] as an rmcp `ServerHandler`.
+#[derive(Clone, Debug)]
+pub struct ToolServerHandler(Arc<ToolServer>);
+
+impl ServerHandler for ToolServerHandler {
+    fn get_info(&self) -> ServerConfig {
+        let config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+            .with_server_info(Implementation::new(
+                self.0.name.clone(),
+                env!("CARGO_PKG_VERSION"),
+            ));
+        match &self.0.instructions {
+            Some(text) => config.with_instructions(text.clone()),
+            None => config,
+        }
+    }
+
+    async fn list_tools(
+        &self,
+        _request: Option<PaginatedRequestParams>,
+        _context: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(
+            self.0.tools.iter().map(|(t, _)| t.clone()).collect(),
+        ))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        context: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let Some((_, handler)) = self.0.tools.iter().find(|(t, _)| t.name == request.name) else {
+            return Err(ErrorData::invalid_params(
+                format!("unknown tool: {}", request.name),
+                None,
+            ));
+        };
+        let arguments = request.arguments.unwrap_or_default();
+        handler(arguments, context.ct.clone()).await.map(Into::into)
+    }
+}
