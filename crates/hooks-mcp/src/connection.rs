@@ -155,26 +155,43 @@ impl Connection {
         let peer = service.peer().clone();
         let stop = service.cancellation_token();
         let watcher = tokio::spawn(async move {
-            let quit = service.waiting().await;
+            let waiting = service.waiting();
+            tokio::pin!(waiting);
+            let (quit, status) = match child {
+                None => (waiting.await, None),
+                Some(mut child) => {
+                    // The child may exit while something it spawned still
+                    // holds its stdout open, so watch the process as well as
+                    // the session.
+                    tokio::select! {
+                        quit = &mut waiting => {
+                            let status = match tokio::time::timeout(SHUTDOWN_GRACE, child.wait()).await {
+                                Ok(status) => status.ok(),
+                                Err(_) => {
+                                    kill_group(pgid);
+                                    child.wait().await.ok()
+                                }
+                            };
+                            kill_group(pgid);
+                            (quit, status)
+                        }
+                        status = child.wait() => {
+                            // Whatever the child left running in its group
+                            // goes too; that closes the pipes it held.
+                            kill_group(pgid);
+                            (waiting.await, status.ok())
+                        }
+                    }
+                }
+            };
             let mut reason = match quit {
                 Ok(rmcp::service::QuitReason::Closed) => "its connection closed".to_owned(),
                 Ok(rmcp::service::QuitReason::Cancelled) => "it was shut down".to_owned(),
                 Ok(other) => format!("its session ended ({other:?})"),
                 Err(e) => format!("its session task failed: {e}"),
             };
-            if let Some(mut child) = child {
-                let status = match tokio::time::timeout(SHUTDOWN_GRACE, child.wait()).await {
-                    Ok(status) => status.ok(),
-                    Err(_) => {
-                        kill_group(pgid);
-                        child.wait().await.ok()
-                    }
-                };
-                // Whatever the child left running in its group goes too.
-                kill_group(pgid);
-                if let Some(status) = status {
-                    reason = format!("{reason}; the process {status}");
-                }
+            if let Some(status) = status {
+                reason = format!("the process exited ({status}); {reason}");
             }
             on_end(reason);
         });

@@ -56,6 +56,8 @@ pub struct ToolServer {
     name: String,
     instructions: Option<String>,
     tools: Vec<(Tool, Handler)>,
+    /// Tools per `tools/list` page; all in one page when `None`.
+    page_size: Option<usize>,
 }
 
 impl std::fmt::Debug for ToolServer {
@@ -82,12 +84,20 @@ impl ToolServer {
             name: name.into(),
             instructions: None,
             tools: Vec::new(),
+            page_size: None,
         }
     }
 
     /// Instructions the server gives clients at initialize.
     pub fn instructions(mut self, text: impl Into<String>) -> ToolServer {
         self.instructions = Some(text.into());
+        self
+    }
+
+    /// Lists tools `size` at a time, with `nextCursor` (useful to test
+    /// clients' pagination).
+    pub fn page_size(mut self, size: usize) -> ToolServer {
+        self.page_size = Some(size.max(1));
         self
     }
 

@@ -1,0 +1,231 @@
+//! `mcp-fixture`: an MCP stdio server whose every answer is scripted, for the
+//! end-to-end tests of hooks over real processes.
+//!
+//! ```text
+//! mcp-fixture [--tools echo,read] [--hooks _Stop,_PostCompact,_stop]
+//!             [--stop SCRIPT] [--post-compact SCRIPT] [--init-delay MS]
+//!             [--page-size N] [--log FILE] [--grandchild] [--env-out FILE]
+//! ```
+//!
+//! A SCRIPT is a comma-separated list of steps; call number i of a hook runs
+//! step i, and the last step repeats. With `--log`, calls are counted across
+//! restarts through the log. Steps:
+//!
+//! ```text
+//! empty  blank  text=WORDS  delay=MS  delay=MS=WORDS  hang  exit
+//! error=TEXT  rpc  big  image
+//! ```
+//!
+//! The log gets one JSON line per start, call and cancellation, so tests can
+//! see what reached the server and what the agent cancelled.
+
+#![allow(clippy::print_stderr)]
+
+use std::io::Write as _;
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use hooks_mcp::server::{ToolServer, any_object_schema};
+use rmcp::model::{CallToolResult, ContentBlock, ErrorData, Tool};
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+#[derive(Debug, Default)]
+struct Options {
+    tools: Vec<String>,
+    hooks: Vec<String>,
+    stop: Vec<String>,
+    post_compact: Vec<String>,
+    init_delay: u64,
+    page_size: Option<usize>,
+    log: Option<PathBuf>,
+    grandchild: bool,
+    env_out: Option<PathBuf>,
+}
+
+fn parse(args: &[String]) -> Result<Options, String> {
+    let mut o = Options {
+        hooks: vec!["_Stop".into(), "_PostCompact".into()],
+        ..Options::default()
+    };
+    let list = |v: &str| {
+        v.split(',')
+            .filter(|s| !s.is_empty())
+            .map(str::to_owned)
+            .collect::<Vec<_>>()
+    };
+    let mut it = args.iter();
+    while let Some(flag) = it.next() {
+        let mut value = || {
+            it.next()
+                .cloned()
+                .ok_or_else(|| format!("{flag} needs a value"))
+        };
+        match flag.as_str() {
+            "--tools" => o.tools = list(&value()?),
+            "--hooks" => o.hooks = list(&value()?),
+            "--stop" => o.stop = list(&value()?),
+            "--post-compact" => o.post_compact = list(&value()?),
+            "--init-delay" => {
+                o.init_delay = value()?.parse().map_err(|e| format!("--init-delay: {e}"))?
+            }
+            "--page-size" => {
+                o.page_size = Some(value()?.parse().map_err(|e| format!("--page-size: {e}"))?)
+            }
+            "--log" => o.log = Some(PathBuf::from(value()?)),
+            "--grandchild" => o.grandchild = true,
+            "--env-out" => o.env_out = Some(PathBuf::from(value()?)),
+            other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    Ok(o)
+}
+
+/// Appends one JSON line to the log, if there is one.
+#[derive(Clone, Debug)]
+struct Log(Option<PathBuf>);
+
+impl Log {
+    fn write(&self, line: serde_json::Value) {
+        if let Some(path) = &self.0
+            && let Ok(mut file) = std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(path)
+        {
+            let _ = writeln!(file, "{line}");
+        }
+    }
+
+    /// How many calls of `tool` the log has seen (this process and earlier
+    /// ones); `None` without a log.
+    fn calls(&self, tool: &str) -> Option<usize> {
+        let path = self.0.as_ref()?;
+        let text = std::fs::read_to_string(path).unwrap_or_default();
+        text.lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| v["event"] == "call" && v["tool"] == tool)
+            .count()
+            .into()
+    }
+}
+
+fn text(t: impl Into<String>) -> Result<CallToolResult, ErrorData> {
+    Ok(CallToolResult::success(vec![ContentBlock::text(t.into())]))
+}
+
+async fn run_step(
+    step: &str,
+    tool: &str,
+    n: usize,
+    log: &Log,
+    cancel: CancellationToken,
+) -> Result<CallToolResult, ErrorData> {
+    let cancelled = |log: &Log| {
+        log.write(json!({"event": "cancelled", "tool": tool, "n": n}));
+        Err(ErrorData::internal_error("cancelled", None))
+    };
+    let (kind, rest) = step.split_once('=').unwrap_or((step, ""));
+    match kind {
+        "empty" => text(""),
+        "blank" => text("  \n\t "),
+        "text" => text(rest),
+        "delay" => {
+            let (ms, words) = rest.split_once('=').unwrap_or((rest, ""));
+            let ms: u64 = ms.parse().unwrap_or(0);
+            tokio::select! {
+                () = tokio::time::sleep(Duration::from_millis(ms)) => text(words),
+                () = cancel.cancelled() => cancelled(log),
+            }
+        }
+        "hang" => {
+            cancel.cancelled().await;
+            cancelled(log)
+        }
+        "exit" => std::process::exit(3),
+        "error" => Ok(CallToolResult::error(vec![ContentBlock::text(
+            rest.to_owned(),
+        )])),
+        "rpc" => Err(ErrorData::internal_error("scripted JSON-RPC error", None)),
+        "big" => text("x".repeat(1 << 20)),
+        "image" => Ok(CallToolResult::success(vec![ContentBlock::image(
+            "aGk=",
+            "image/png",
+        )])),
+        other => text(format!("mcp-fixture: unknown step {other:?}")),
+    }
+}
+
+#[tokio::main(flavor = "current_thread")]
+async fn main() {
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    let options = match parse(&args) {
+        Ok(o) => o,
+        Err(e) => {
+            eprintln!("mcp-fixture: {e}");
+            std::process::exit(2);
+        }
+    };
+    let log = Log(options.log.clone());
+    log.write(json!({"event": "start", "pid": std::process::id()}));
+    if let Some(path) = &options.env_out {
+        let env: serde_json::Map<String, serde_json::Value> =
+            std::env::vars().map(|(k, v)| (k, v.into())).collect();
+        let _ = std::fs::write(path, serde_json::Value::Object(env).to_string());
+    }
+    if options.grandchild {
+        // A helper that would outlive us unless our whole process group dies.
+        match std::process::Command::new("sleep").arg("1000").spawn() {
+            Ok(child) => log.write(json!({"event": "grandchild", "pid": child.id()})),
+            Err(e) => eprintln!("mcp-fixture: cannot spawn the grandchild: {e}"),
+        }
+    }
+    if options.init_delay > 0 {
+        tokio::time::sleep(Duration::from_millis(options.init_delay)).await;
+    }
+    let mut server = ToolServer::new("mcp-fixture");
+    if let Some(size) = options.page_size {
+        server = server.page_size(size);
+    }
+    for name in &options.tools {
+        let tool = Tool::new(
+            name.clone(),
+            format!("fixture tool {name}: echoes its arguments"),
+            any_object_schema(),
+        );
+        server = server.tool(tool, |args, _| async move {
+            text(serde_json::Value::Object(args).to_string())
+        });
+    }
+    for hook in &options.hooks {
+        let script = Arc::new(match hook.as_str() {
+            "_Stop" => options.stop.clone(),
+            "_PostCompact" => options.post_compact.clone(),
+            _ => Vec::new(),
+        });
+        let name = hook.clone();
+        let log = log.clone();
+        let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let tool = Tool::new(hook.clone(), "scripted hook", any_object_schema());
+        server = server.tool(tool, move |_args, cancel| {
+            let (script, name, log) = (script.clone(), name.clone(), log.clone());
+            let here = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            async move {
+                let n = log.calls(&name).unwrap_or(here);
+                log.write(
+                    json!({"event": "call", "tool": name, "n": n, "pid": std::process::id()}),
+                );
+                let step = script
+                    .get(n)
+                    .or(script.last())
+                    .map_or("empty", String::as_str);
+                run_step(step, &name, n, &log, cancel).await
+            }
+        });
+    }
+    if let Err(e) = server.serve_stdio().await {
+        eprintln!("mcp-fixture: {e}");
+        std::process::exit(1);
+    }
+}

@@ -1,0 +1,203 @@
+//! The rig the end-to-end tests share.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hooks_core::{Decision, Event, HookConfig, Input, Outcome, ServerName, StopReason};
+use hooks_mcp::{Host, HostOptions, ServerSpec};
+use tokio_util::sync::CancellationToken;
+
+/// A stdio spec running the fixture server with `args`.
+pub(crate) fn fixture(name: &str, args: &[&str]) -> ServerSpec {
+    ServerSpec::stdio(
+        ServerName::new(name).unwrap(),
+        env!("CARGO_BIN_EXE_mcp-fixture"),
+        args.iter().map(|s| s.to_string()).collect(),
+    )
+}
+
+/// A scratch directory, removed when dropped.
+pub(crate) struct Scratch(pub(crate) PathBuf);
+
+impl Scratch {
+    pub(crate) fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("sprout-e2e-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub(crate) fn file(&self, name: &str) -> String {
+        self.0.join(name).to_string_lossy().into_owned()
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A host whose events are recorded.
+pub(crate) struct Rig {
+    pub(crate) host: Host,
+    pub(crate) events: Arc<Mutex<Vec<Event>>>,
+}
+
+pub(crate) async fn rig(
+    specs: Vec<ServerSpec>,
+    allow: Option<&str>,
+    timeout_ms: u64,
+    budget: u32,
+) -> Rig {
+    rig_with(specs, allow, timeout_ms, budget, HostOptions::default()).await
+}
+
+pub(crate) async fn rig_with(
+    specs: Vec<ServerSpec>,
+    allow: Option<&str>,
+    timeout_ms: u64,
+    budget: u32,
+    options: HostOptions,
+) -> Rig {
+    let config = HookConfig::from_values(
+        allow,
+        Some(&timeout_ms.to_string()),
+        Some(&budget.to_string()),
+    )
+    .unwrap();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sink_events = events.clone();
+    let sink = Arc::new(move |e: &Event| sink_events.lock().unwrap().push(e.clone()));
+    let host = Host::start(specs, config, options, sink).await.unwrap();
+    Rig { host, events }
+}
+
+impl Rig {
+    /// The model ends its turn: runs the `_Stop` round (starting a prompt if
+    /// none runs) and returns the decision.
+    pub(crate) async fn end_turn(&mut self) -> Decision {
+        self.end_turn_cancellable(&CancellationToken::new()).await
+    }
+
+    pub(crate) async fn end_turn_cancellable(&mut self, cancel: &CancellationToken) -> Decision {
+        if !self.host.session().in_prompt() {
+            self.host.begin_prompt().unwrap();
+        }
+        let input = Input::ModelResponded {
+            stop: StopReason::EndTurn,
+            tool_calls: 0,
+        };
+        self.host.decide(input, cancel).await.unwrap()
+    }
+
+    /// The model calls a tool, which resets the consecutive rule.
+    pub(crate) async fn used_tools(&mut self) {
+        let input = Input::ModelResponded {
+            stop: StopReason::ToolUse,
+            tool_calls: 1,
+        };
+        let decision = self
+            .host
+            .decide(input, &CancellationToken::new())
+            .await
+            .unwrap();
+        assert_eq!(decision, Decision::RunTools);
+    }
+
+    /// `(server, outcome)` of every hook call so far, in event order.
+    pub(crate) fn outcomes(&self) -> Vec<(String, String)> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|e| match e {
+                Event::HookCalled {
+                    server, outcome, ..
+                } => Some((server.to_string(), outcome.label().to_owned())),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// The outcome of the last call to `server`.
+    pub(crate) fn last_outcome(&self, server: &str) -> Option<Outcome> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .rev()
+            .find_map(|e| match e {
+                Event::HookCalled {
+                    server: s, outcome, ..
+                } if s.as_str() == server => Some(outcome.clone()),
+                _ => None,
+            })
+    }
+
+    pub(crate) fn has_event(&self, pred: impl Fn(&Event) -> bool) -> bool {
+        self.events.lock().unwrap().iter().any(pred)
+    }
+}
+
+/// The JSON lines of a fixture log.
+pub(crate) fn log_lines(path: &str) -> Vec<serde_json::Value> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect()
+}
+
+/// Lines of the log with this `event`.
+pub(crate) fn log_events(path: &str, event: &str) -> Vec<serde_json::Value> {
+    log_lines(path)
+        .into_iter()
+        .filter(|v| v["event"] == event)
+        .collect()
+}
+
+/// The pids the fixture logged for `event` (`start` or `grandchild`).
+pub(crate) fn logged_pids(path: &str, event: &str) -> Vec<u32> {
+    log_events(path, event)
+        .iter()
+        .map(|v| v["pid"].as_u64().unwrap() as u32)
+        .collect()
+}
+
+/// Whether a process is running (a zombie counts as gone: it runs nothing).
+pub(crate) fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")) {
+        Err(_) => false,
+        Ok(stat) => {
+            // The state follows the command name in parentheses.
+            let state = stat
+                .rsplit_once(')')
+                .and_then(|(_, rest)| rest.split_whitespace().next());
+            !matches!(state, Some("Z" | "X"))
+        }
+    }
+}
+
+/// Waits (up to 10 s) until none of `pids` runs; true if so.
+pub(crate) async fn all_gone(pids: &[u32]) -> bool {
+    for _ in 0..200 {
+        if pids.iter().all(|p| !alive(*p)) {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+/// Waits (up to 10 s) for `cond`.
+pub(crate) async fn eventually(mut cond: impl FnMut() -> bool) -> bool {
+    for _ in 0..200 {
+        if cond() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
