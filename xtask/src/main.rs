@@ -17,6 +17,8 @@ cargo xtask TASK
 Tasks:
   ci      what CI runs: format check, clippy with warnings denied, tidy, all tests
   tidy    the architecture checks alone (hooks-core stays pure, module docs, ...)
+  bench   the benchmarks, printed as a table; --out FILE writes them as JSON;
+          --quick runs a short smoke pass on a debug build (figures not meaningful)
 ";
 
 fn main() -> ExitCode {
@@ -28,6 +30,7 @@ fn main() -> ExitCode {
         }
         Some("ci") => ci(),
         Some("tidy") => tidy_task(),
+        Some("bench") => bench(&std::env::args().skip(2).collect::<Vec<_>>()),
         Some(other) => Err(format!("unknown task {other:?}\n\n{HELP}")),
     };
     match result {
@@ -62,6 +65,34 @@ fn ci() -> Result<(), String> {
     cargo(&["test", "--workspace", "--locked"])?;
     println!("xtask ci: all checks passed");
     Ok(())
+}
+
+/// Builds the benchmark binaries (release, or debug for `--quick`) and runs
+/// `sprout-bench` with the remaining arguments.
+fn bench(args: &[String]) -> Result<(), String> {
+    let quick = args.iter().any(|a| a == "--quick");
+    let mut build = vec!["build", "--locked", "-p", "sprout-tests", "--bins"];
+    if !quick {
+        build.push("--release");
+    }
+    cargo(&build)?;
+    let target = std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"));
+    let dir = target.join(if quick { "debug" } else { "release" });
+    let bench = dir.join("sprout-bench");
+    println!("xtask: {} {}", bench.display(), args.join(" "));
+    let status = Command::new(&bench)
+        .args(args)
+        .arg("--fixture")
+        .arg(dir.join("mcp-fixture"))
+        .status()
+        .map_err(|e| format!("could not run {}: {e}", bench.display()))?;
+    if status.success() {
+        Ok(())
+    } else {
+        Err(format!("sprout-bench failed ({status})"))
+    }
 }
 
 fn tidy_task() -> Result<(), String> {

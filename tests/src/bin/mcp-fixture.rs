@@ -5,10 +5,11 @@
 //! mcp-fixture [--tools echo,read] [--hooks _Stop,_PostCompact,_stop]
 //!             [--stop SCRIPT] [--post-compact SCRIPT] [--init-delay MS]
 //!             [--page-size N] [--log FILE] [--grandchild] [--env-out FILE]
+//!             [--cycle]
 //! ```
 //!
 //! A SCRIPT is a comma-separated list of steps; call number i of a hook runs
-//! step i, and the last step repeats. With `--log`, calls are counted across
+//! step i, and the last step repeats (with `--cycle`, the script starts over). With `--log`, calls are counted across
 //! restarts through the log. Steps:
 //!
 //! ```text
@@ -42,6 +43,8 @@ struct Options {
     log: Option<PathBuf>,
     grandchild: bool,
     env_out: Option<PathBuf>,
+    /// Scripts start over after their last step instead of repeating it.
+    cycle: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -75,6 +78,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             }
             "--log" => o.log = Some(PathBuf::from(value()?)),
             "--grandchild" => o.grandchild = true,
+            "--cycle" => o.cycle = true,
             "--env-out" => o.env_out = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown flag {other}")),
         }
@@ -207,6 +211,7 @@ async fn main() {
         let name = hook.clone();
         let log = log.clone();
         let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let cycle = options.cycle;
         let tool = Tool::new(hook.clone(), "scripted hook", any_object_schema());
         server = server.tool(tool, move |_args, cancel| {
             let (script, name, log) = (script.clone(), name.clone(), log.clone());
@@ -216,8 +221,13 @@ async fn main() {
                 log.write(
                     json!({"event": "call", "tool": name, "n": n, "pid": std::process::id()}),
                 );
+                let index = if cycle && !script.is_empty() {
+                    n % script.len()
+                } else {
+                    n
+                };
                 let step = script
-                    .get(n)
+                    .get(index)
                     .or(script.last())
                     .map_or("empty", String::as_str);
                 run_step(step, &name, n, &log, cancel).await
