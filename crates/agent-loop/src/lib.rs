@@ -1,8 +1,34 @@
 //! `agent-loop`: the tool-calling model loop with the hook points wired in.
 //!
-//! Not built yet. This crate will hold the model trait and its providers
-//! (OpenAI-compatible Chat Completions, Anthropic Messages, a scripted JSON Lines
-//! model), tool execution, context compaction, and the `_Stop` / `_PostCompact`
-//! hook points, driven by `hooks-core` through `hooks-mcp`.
+//! - [`model`]: the [`Model`] trait at the boundary; [`providers`] behind it
+//!   (OpenAI-compatible Chat Completions, Anthropic Messages, a scripted JSON
+//!   Lines model).
+//! - [`gateway`]: the [`Gateway`] trait to tools and hooks, implemented for
+//!   `hooks_mcp::Host`.
+//! - [`agent`]: [`Agent::run_prompt`], the loop itself.
+//! - [`compaction`]: pure decisions: when to compact, where to cut, the fresh
+//!   history [P2].
+//! - [`message`]: the provider-neutral history and the hook pairs [I1].
+//! - [`event`]: the one event stream [O1], [O2].
 //!
-//! Today it holds nothing that pretends to work.
+//! The loop decides nothing about hooks itself: whether to stop, continue or
+//! inject comes from `hooks-core` through the gateway.
+
+pub mod agent;
+pub mod compaction;
+pub mod event;
+pub mod gateway;
+pub mod message;
+pub mod model;
+pub mod providers;
+
+pub use agent::{Agent, AgentSettings, PromptOutcome};
+pub use event::{AgentEvent, Sink};
+pub use gateway::{Gateway, ToolReport, ToolSettings};
+pub use message::{Message, ToolCall};
+pub use model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
+
+/// Forwards the host's hook events into the loop's event stream [O2].
+pub fn hook_sink(sink: Sink) -> hooks_mcp::EventSink {
+    std::sync::Arc::new(move |event: &hooks_core::Event| sink(&AgentEvent::Hook(event.clone())))
+}

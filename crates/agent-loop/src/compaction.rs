@@ -1,0 +1,223 @@
+//! Compaction decisions as pure functions: when to compact, where truncation
+//! may cut, and what the fresh history holds [P2].
+//!
+//! The loop does the IO (the summary request, the `_PostCompact` round); this
+//! module only computes.
+
+use hooks_core::Injection;
+
+use crate::message::{Message, injection_pair};
+
+/// When and how to compact.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CompactionSettings {
+    /// The model's context window, in tokens.
+    pub context_window: u64,
+    /// Compact when the next request would pass this share of the window.
+    pub threshold: f64,
+    /// Summary handoffs allowed per session; then truncation.
+    pub max_summaries: u32,
+}
+
+impl Default for CompactionSettings {
+    fn default() -> Self {
+        CompactionSettings {
+            context_window: 128_000,
+            threshold: 0.8,
+            max_summaries: 3,
+        }
+    }
+}
+
+impl CompactionSettings {
+    /// The token count at which to compact.
+    pub fn limit(&self) -> u64 {
+        (self.context_window as f64 * self.threshold) as u64
+    }
+}
+
+/// Bytes per token for estimates; a common rule of thumb for English and code.
+const BYTES_PER_TOKEN: u64 = 4;
+
+/// The last size the provider reported: the first `messages` messages of the
+/// history came to `tokens` (its input plus its own answer).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct UsageAnchor {
+    /// How many history messages the report covers.
+    pub messages: usize,
+    /// Their size in tokens.
+    pub tokens: u64,
+}
+
+/// The estimated input size of the next request, in tokens: the provider's
+/// last report plus an estimate of what was added since, or a byte estimate of
+/// everything before the first report.
+pub fn estimate_tokens(system: &str, history: &[Message], anchor: Option<UsageAnchor>) -> u64 {
+    let bytes = |messages: &[Message]| messages.iter().map(|m| m.byte_len() as u64).sum::<u64>();
+    match anchor.filter(|a| a.messages <= history.len()) {
+        Some(a) => a.tokens + bytes(&history[a.messages..]).div_ceil(BYTES_PER_TOKEN),
+        None => (system.len() as u64 + bytes(history)).div_ceil(BYTES_PER_TOKEN),
+    }
+}
+
+/// Where truncation may cut so that what is kept after the cut comes to at
+/// most `budget` tokens: the index of the first kept message. The cut never
+/// falls on a tool result, so no call is parted from its result; it may be
+/// `history.len()` (nothing kept).
+pub fn truncation_cut(history: &[Message], budget: u64) -> usize {
+    let mut kept: u64 = 0;
+    let mut cut = history.len();
+    for (i, message) in history.iter().enumerate().rev() {
+        kept += (message.byte_len() as u64).div_ceil(BYTES_PER_TOKEN);
+        if kept > budget {
+            break;
+        }
+        cut = i;
+    }
+    while cut < history.len() && matches!(history[cut], Message::ToolResult { .. }) {
+        cut += 1;
+    }
+    cut
+}
+
+/// The request that asks the model for a summary of `history`.
+pub fn summary_request(history: &[Message]) -> Vec<Message> {
+    let mut messages = history.to_vec();
+    messages.push(Message::user(SUMMARY_PROMPT));
+    messages
+}
+
+/// What the summary request asks.
+pub const SUMMARY_PROMPT: &str = "The conversation is about to be compacted to fit the context window. \
+Write a summary that lets you continue the work from it alone: the task, what has been done, what was \
+learned (files, commands, results), what remains, and any commitments made. Answer with the summary only.";
+
+/// The fresh history after a summary handoff [P2]: one user message with the
+/// summary and the original task, the `_PostCompact` pairs, then the current
+/// prompt.
+pub fn fresh_after_summary(
+    summary: &str,
+    original_task: &str,
+    injections: &[Injection],
+    prompt: &str,
+) -> Vec<Message> {
+    let mut fresh = vec![Message::user(format!(
+        "[The conversation so far was compacted into this summary.]\n\n{summary}\n\n[The original task:]\n{original_task}"
+    ))];
+    for injection in injections {
+        fresh.extend(injection_pair(injection));
+    }
+    fresh.push(Message::user(prompt));
+    fresh
+}
+
+/// The fresh history after truncation: a preamble with the original task and
+/// the current prompt, the kept tail, then the `_PostCompact` pairs [P1].
+pub fn fresh_after_truncation(
+    history: &[Message],
+    cut: usize,
+    original_task: &str,
+    prompt: &str,
+    injections: &[Injection],
+) -> Vec<Message> {
+    let mut preamble = format!(
+        "[Earlier messages were dropped to fit the context window.]\n\n[The original task:]\n{original_task}"
+    );
+    if prompt != original_task {
+        preamble.push_str(&format!("\n\n[The current request:]\n{prompt}"));
+    }
+    let mut fresh = vec![Message::user(preamble)];
+    fresh.extend_from_slice(&history[cut.min(history.len())..]);
+    for injection in injections {
+        fresh.extend(injection_pair(injection));
+    }
+    fresh
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::message::{ToolCall, check_pairing};
+
+    fn call(id: &str) -> Message {
+        Message::Assistant {
+            text: "x".repeat(100),
+            tool_calls: vec![ToolCall {
+                id: id.into(),
+                name: "s__t".into(),
+                arguments: "{}".into(),
+            }],
+        }
+    }
+
+    fn result(id: &str) -> Message {
+        Message::ToolResult {
+            call_id: id.into(),
+            name: "s__t".into(),
+            content: "y".repeat(400),
+            is_error: false,
+        }
+    }
+
+    #[test]
+    fn estimate_uses_the_last_report_then_bytes() {
+        let history = vec![Message::user("a".repeat(400)), call("1"), result("1")];
+        let all = estimate_tokens("", &history, None);
+        assert_eq!(
+            all,
+            history
+                .iter()
+                .map(|m| m.byte_len() as u64)
+                .sum::<u64>()
+                .div_ceil(4)
+        );
+        let anchored = estimate_tokens(
+            "",
+            &history,
+            Some(UsageAnchor {
+                messages: 2,
+                tokens: 1000,
+            }),
+        );
+        assert_eq!(anchored, 1000 + (history[2].byte_len() as u64).div_ceil(4));
+    }
+
+    // The cut never parts a call from its result.
+    #[test]
+    fn truncation_never_splits_a_pair() {
+        let history = vec![
+            Message::user("task"),
+            call("1"),
+            result("1"),
+            call("2"),
+            result("2"),
+            Message::user("more"),
+        ];
+        for budget in 0..400 {
+            let cut = truncation_cut(&history, budget);
+            let kept = &history[cut..];
+            assert!(check_pairing(kept).is_ok(), "budget {budget}: cut {cut}");
+        }
+        assert_eq!(truncation_cut(&history, 1_000_000), 0);
+    }
+
+    // [P2]: summary, task, pairs, then the prompt; every result after its call.
+    #[test]
+    fn fresh_history_after_summary_p2() {
+        let server = hooks_core::ServerName::new("todo").unwrap();
+        let inj = Injection::new(hooks_core::HookPoint::PostCompact, &server, 4, "- [ ] ship");
+        let fresh = fresh_after_summary("did A", "build it", &[inj], "continue");
+        assert_eq!(fresh.len(), 4);
+        assert!(
+            matches!(&fresh[0], Message::User { text } if text.contains("did A") && text.ends_with("build it"))
+        );
+        assert!(
+            matches!(&fresh[1], Message::Assistant { tool_calls, .. } if tool_calls[0].name == "todo___PostCompact")
+        );
+        assert!(
+            matches!(&fresh[2], Message::ToolResult { content, .. } if content.contains("- [ ] ship"))
+        );
+        assert_eq!(fresh[3], Message::user("continue"));
+        check_pairing(&fresh).unwrap();
+    }
+}

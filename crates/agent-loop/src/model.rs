@@ -1,0 +1,96 @@
+//! The model boundary: [`Model`], its request and response, and its errors.
+
+use std::fmt;
+
+use async_trait::async_trait;
+use hooks_core::StopReason;
+use hooks_mcp::ModelToolDef;
+
+use crate::message::{Message, ToolCall};
+
+/// One request to the model.
+#[derive(Clone, Copy, Debug)]
+pub struct ModelRequest<'a> {
+    /// The system prompt.
+    pub system: &'a str,
+    /// The history.
+    pub messages: &'a [Message],
+    /// Tools the model may call; never a hook [H2].
+    pub tools: &'a [ModelToolDef],
+}
+
+/// Token counts as the provider reported them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Usage {
+    /// Tokens in the request.
+    pub input_tokens: u64,
+    /// Tokens in the answer.
+    pub output_tokens: u64,
+}
+
+/// The model's answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ModelResponse {
+    /// Its text; may be empty.
+    pub text: String,
+    /// Tools it called, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Why it stopped, mapped explicitly per provider [S1].
+    pub stop: StopReason,
+    /// Token counts, if reported.
+    pub usage: Option<Usage>,
+}
+
+/// Why a model call failed.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelError {
+    /// The API answered with an error status.
+    Status {
+        /// The HTTP status.
+        status: u16,
+        /// The start of the body, for people.
+        body: String,
+    },
+    /// The request did not get an answer (connection, timeout).
+    Transport(String),
+    /// The answer did not follow the API's format; says what was wrong.
+    Malformed(String),
+    /// The scripted model has no turn left, or its file is bad.
+    Script(String),
+}
+
+impl ModelError {
+    /// Whether trying again may help: 429, 5xx, transport failures.
+    pub fn is_retryable(&self) -> bool {
+        match self {
+            ModelError::Status { status, .. } => *status == 429 || *status >= 500,
+            ModelError::Transport(_) => true,
+            ModelError::Malformed(_) | ModelError::Script(_) => false,
+        }
+    }
+}
+
+impl fmt::Display for ModelError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ModelError::Status { status, body } => {
+                write!(f, "the model API answered HTTP {status}: {body}")
+            }
+            ModelError::Transport(e) => write!(f, "the model API could not be reached: {e}"),
+            ModelError::Malformed(e) => write!(f, "the model API's answer was malformed: {e}"),
+            ModelError::Script(e) => write!(f, "{e}"),
+        }
+    }
+}
+
+impl std::error::Error for ModelError {}
+
+/// A model the loop can ask.
+#[async_trait]
+pub trait Model: Send + Sync {
+    /// Asks the model once (the implementation may retry on its own).
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
+
+    /// A short description for people: provider and model name.
+    fn describe(&self) -> String;
+}

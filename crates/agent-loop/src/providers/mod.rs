@@ -1,0 +1,12 @@
+//! The model providers: OpenAI-compatible Chat Completions, Anthropic
+//! Messages, and the scripted model.
+
+pub mod anthropic;
+mod http;
+pub mod openai;
+pub mod script;
+
+pub use anthropic::Anthropic;
+pub use http::HttpSettings;
+pub use openai::OpenAiCompat;
+pub use script::ScriptModel;

@@ -1,0 +1,281 @@
+//! The OpenAI-compatible provider against a fake server on 127.0.0.1.
+
+use agent_loop::providers::OpenAiCompat;
+use agent_loop::{Message, Model, ModelError, ModelRequest, ToolCall};
+use hooks_core::{HookPoint, Injection, ServerName, StopReason};
+use hooks_mcp::ModelToolDef;
+use serde_json::json;
+
+use crate::support::{FakeApi, http_settings};
+
+fn history() -> Vec<Message> {
+    let server = ServerName::new("todo").unwrap();
+    let injection = Injection::new(HookPoint::Stop, &server, 1, "1 item open");
+    let mut history = vec![
+        Message::user("build it"),
+        Message::Assistant {
+            text: "reading".into(),
+            tool_calls: vec![ToolCall {
+                id: "call_1".into(),
+                name: "todo__todo".into(),
+                arguments: "{}".into(),
+            }],
+        },
+        Message::ToolResult {
+            call_id: "call_1".into(),
+            name: "todo__todo".into(),
+            content: "(empty)".into(),
+            is_error: false,
+        },
+        Message::Assistant {
+            text: "done".into(),
+            tool_calls: vec![],
+        },
+    ];
+    history.extend(agent_loop::message::injection_pair(&injection));
+    history
+}
+
+fn tools() -> Vec<ModelToolDef> {
+    vec![ModelToolDef {
+        name: "todo__todo".into(),
+        description: Some("the list".into()),
+        input_schema: json!({"type": "object"}),
+    }]
+}
+
+fn ok(body: serde_json::Value) -> (u16, String) {
+    (200, body.to_string())
+}
+
+fn answer_text(text: &str) -> (u16, String) {
+    ok(
+        json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 12, "completion_tokens": 3}}),
+    )
+}
+
+// [I1]: hook pairs go as an assistant tool call and a tool message; the
+// request carries the key, the tools, the model; the answer's usage is read.
+#[tokio::test]
+async fn renders_history_tools_and_hook_pairs_i1() {
+    let api = FakeApi::start(vec![answer_text("ok")]).await;
+    let model = OpenAiCompat::new(
+        &format!("{}/v1/", api.url),
+        Some("sk-test".into()),
+        "gpt-test",
+        http_settings(),
+    );
+    let (history, tools) = (history(), tools());
+    let response = model
+        .complete(ModelRequest {
+            system: "sys",
+            messages: &history,
+            tools: &tools,
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        (response.text.as_str(), response.stop),
+        ("ok", StopReason::EndTurn)
+    );
+    assert_eq!(response.usage.unwrap().input_tokens, 12);
+    let requests = api.requests.lock().unwrap();
+    let (headers, body) = &requests[0];
+    assert_eq!(headers["authorization"], "Bearer sk-test");
+    assert_eq!(body["model"], "gpt-test");
+    assert_eq!(body["tools"][0]["function"]["name"], "todo__todo");
+    let messages = body["messages"].as_array().unwrap();
+    let roles: Vec<&str> = messages
+        .iter()
+        .map(|m| m["role"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        roles,
+        [
+            "system",
+            "user",
+            "assistant",
+            "tool",
+            "assistant",
+            "assistant",
+            "tool"
+        ]
+    );
+    assert_eq!(
+        messages[5]["tool_calls"][0]["function"],
+        json!({"name": "todo___Stop", "arguments": "{}"})
+    );
+    assert_eq!(messages[5]["content"], serde_json::Value::Null);
+    assert_eq!(
+        messages[6]["tool_call_id"],
+        messages[5]["tool_calls"][0]["id"]
+    );
+    assert_eq!(
+        messages[6]["content"],
+        r#"{"hook":"_Stop","server":"todo","text":"1 item open"}"#
+    );
+    drop(requests);
+    api.stop();
+}
+
+// [V1]: with no tools to offer, tool history goes as JSON text, never as
+// tool_calls or tool messages.
+#[tokio::test]
+async fn falls_back_to_json_text_without_tools_v1() {
+    let api = FakeApi::start(vec![answer_text("ok")]).await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    let history = history();
+    model
+        .complete(ModelRequest {
+            system: "",
+            messages: &history,
+            tools: &[],
+        })
+        .await
+        .unwrap();
+    let body = &api.bodies()[0];
+    assert!(body.get("tools").is_none());
+    let messages = body["messages"].as_array().unwrap();
+    assert!(
+        messages
+            .iter()
+            .all(|m| m["role"] != "tool" && m.get("tool_calls").is_none()),
+        "{messages:#?}"
+    );
+    let last: serde_json::Value =
+        serde_json::from_str(messages[6]["content"].as_str().unwrap()).unwrap();
+    assert_eq!(last["tool_result"]["name"], "todo___Stop");
+    assert_eq!(
+        last["tool_result"]["content"],
+        r#"{"hook":"_Stop","server":"todo","text":"1 item open"}"#
+    );
+    assert!(
+        api.requests.lock().unwrap()[0]
+            .0
+            .get("authorization")
+            .is_none()
+    );
+    api.stop();
+}
+
+// Tool calls and stop reasons are read explicitly [S1].
+#[tokio::test]
+async fn reads_tool_calls_and_maps_stop_reasons_s1() {
+    let api = FakeApi::start(vec![
+        ok(json!({"choices": [{"message": {"content": null, "tool_calls": [{"id": "c9", "type": "function", "function": {"name": "todo__todo", "arguments": "{\"items\":[]}"}}]}, "finish_reason": "tool_calls"}]})),
+        ok(json!({"choices": [{"message": {"content": "cut"}, "finish_reason": "length"}]})),
+        ok(json!({"choices": [{"message": {"content": null, "refusal": "no"}, "finish_reason": "stop"}]})),
+        ok(json!({"choices": [{"message": {"content": "x"}, "finish_reason": "content_filter"}]})),
+    ])
+    .await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    let request = ModelRequest {
+        system: "",
+        messages: &[],
+        tools: &[],
+    };
+    let first = model.complete(request).await.unwrap();
+    assert_eq!(first.stop, StopReason::ToolUse);
+    assert_eq!(
+        first.tool_calls,
+        [ToolCall {
+            id: "c9".into(),
+            name: "todo__todo".into(),
+            arguments: r#"{"items":[]}"#.into()
+        }]
+    );
+    assert_eq!(
+        model.complete(request).await.unwrap().stop,
+        StopReason::MaxTokens
+    );
+    assert_eq!(
+        model.complete(request).await.unwrap().stop,
+        StopReason::Refusal
+    );
+    assert_eq!(
+        model.complete(request).await.unwrap().stop,
+        StopReason::ContentFilter
+    );
+    api.stop();
+}
+
+// Retries with backoff on 429 and 5xx; not on 4xx.
+#[tokio::test]
+async fn retries_what_may_pass_and_only_that() {
+    let api = FakeApi::start(vec![
+        (429, "slow down".into()),
+        (503, "busy".into()),
+        answer_text("third time"),
+    ])
+    .await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    let request = ModelRequest {
+        system: "",
+        messages: &[],
+        tools: &[],
+    };
+    assert_eq!(model.complete(request).await.unwrap().text, "third time");
+    assert_eq!(api.bodies().len(), 3);
+    api.stop();
+
+    let api = FakeApi::start(vec![
+        (400, r#"{"error":"bad model"}"#.into()),
+        answer_text("never"),
+    ])
+    .await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    let err = model.complete(request).await.unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::Status {
+            status: 400,
+            body: r#"{"error":"bad model"}"#.into()
+        }
+    );
+    assert_eq!(api.bodies().len(), 1);
+    api.stop();
+}
+
+// A malformed answer is an error that says what was malformed.
+#[tokio::test]
+async fn malformed_answers_say_what_is_wrong() {
+    let api = FakeApi::start(vec![
+        ok(json!({"choices": []})),
+        (200, "<html>".into()),
+        ok(json!({"choices": [{"message": {"tool_calls": [{"id": "x", "function": {}}]}, "finish_reason": "tool_calls"}]})),
+        ok(json!({"choices": [{"message": {"content": "x"}}]})),
+    ])
+    .await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    let request = ModelRequest {
+        system: "",
+        messages: &[],
+        tools: &[],
+    };
+    let errors: Vec<String> = futures::future::join_all((0..4).map(|_| model.complete(request)))
+        .await
+        .into_iter()
+        .map(|r| r.unwrap_err().to_string())
+        .collect();
+    let mut errors = errors;
+    errors.sort();
+    assert!(
+        errors.contains(&"the model API's answer was malformed: choices[0] is missing".to_string()),
+        "{errors:?}"
+    );
+    assert!(
+        errors
+            .iter()
+            .any(|e| e.starts_with("the model API's answer was malformed: the body is not JSON")),
+        "{errors:?}"
+    );
+    assert!(errors.contains(&"the model API's answer was malformed: choices[0].message.tool_calls[0].function.name is missing or not a string".to_string()), "{errors:?}");
+    assert!(
+        errors.contains(
+            &"the model API's answer was malformed: choices[0].finish_reason is missing"
+                .to_string()
+        ),
+        "{errors:?}"
+    );
+    api.stop();
+}

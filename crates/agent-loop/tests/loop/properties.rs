@@ -1,0 +1,131 @@
+//! Properties of the loop over random scripts.
+
+use std::sync::Arc;
+
+use agent_loop::compaction::CompactionSettings;
+use agent_loop::{Agent, AgentSettings, ModelError, ModelResponse, Usage};
+use hooks_core::StopReason;
+use proptest::prelude::*;
+use tokio_util::sync::CancellationToken;
+
+use crate::support::{FakeGateway, FakeServer, Recorder, recording_sink};
+
+#[derive(Clone, Debug)]
+enum Turn {
+    End,
+    Tools(Vec<u8>),
+    MaxTokens,
+    Fail,
+    Big,
+}
+
+fn turn() -> impl Strategy<Value = Turn> {
+    prop_oneof![
+        4 => Just(Turn::End),
+        5 => proptest::collection::vec(0u8..5, 1..4).prop_map(Turn::Tools),
+        1 => Just(Turn::MaxTokens),
+        1 => Just(Turn::Fail),
+        2 => Just(Turn::Big),
+    ]
+}
+
+fn hook_answer() -> impl Strategy<Value = Option<&'static str>> {
+    prop_oneof![
+        Just(None),
+        Just(Some("")),
+        Just(Some("  ")),
+        Just(Some("objection")),
+        Just(Some("more work"))
+    ]
+}
+
+fn to_response(turn: &Turn, n: usize) -> Result<ModelResponse, ModelError> {
+    let names = ["s__a", "s__b", "s___Stop", "x__y", "t__c"];
+    Ok(match turn {
+        Turn::End => ModelResponse {
+            text: format!("end {n}"),
+            tool_calls: vec![],
+            stop: StopReason::EndTurn,
+            usage: None,
+        },
+        Turn::Tools(ts) => ModelResponse {
+            text: String::new(),
+            tool_calls: ts
+                .iter()
+                .enumerate()
+                .map(|(i, t)| agent_loop::ToolCall {
+                    id: format!("c{n}-{i}"),
+                    name: names[usize::from(*t)].into(),
+                    arguments: "{}".into(),
+                })
+                .collect(),
+            stop: StopReason::ToolUse,
+            usage: None,
+        },
+        Turn::MaxTokens => ModelResponse {
+            text: "cut".into(),
+            tool_calls: vec![],
+            stop: StopReason::MaxTokens,
+            usage: None,
+        },
+        Turn::Fail => return Err(ModelError::Transport("connection reset".into())),
+        Turn::Big => ModelResponse {
+            text: "x".repeat(300),
+            tool_calls: vec![agent_loop::ToolCall {
+                id: format!("c{n}-big"),
+                name: "s__a".into(),
+                arguments: "{}".into(),
+            }],
+            stop: StopReason::ToolUse,
+            usage: Some(Usage {
+                input_tokens: 700,
+                output_tokens: 100,
+            }),
+        },
+    })
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+
+    /// Whatever the model says, the hooks answer, and whenever compaction or
+    /// cancellation happens: every request the model gets has exactly one
+    /// result for every tool call (the recording model checks each), every
+    /// prompt ends, and it ends within the round limit.
+    #[test]
+    fn every_call_has_its_result_and_the_loop_ends(
+        turns in proptest::collection::vec(turn(), 1..40),
+        stop in proptest::collection::vec(hook_answer(), 1..6),
+        post in proptest::collection::vec(hook_answer(), 1..4),
+        budget in 0u32..4,
+        prompts in 1usize..4,
+        cancel_prompt in proptest::option::of(0usize..4),
+    ) {
+        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        runtime.block_on(async {
+            let responses = turns.iter().enumerate().map(|(n, t)| to_response(t, n)).collect();
+            let model = Recorder::with(responses, None);
+            let servers = vec![
+                FakeServer { name: "s", tools: vec!["a", "b"], stop: Some(stop.clone()), post_compact: Some(post.clone()) },
+                FakeServer { name: "t", tools: vec!["c"], stop: Some(vec![Some("t objects"), Some("")]), post_compact: None },
+            ];
+            let gateway = FakeGateway::new(servers, Some("*"), budget);
+            let settings = AgentSettings {
+                max_rounds: 12,
+                compaction: CompactionSettings { context_window: 1000, threshold: 0.8, max_summaries: 1 },
+                ..AgentSettings::default()
+            };
+            let (sink, _) = recording_sink();
+            let mut agent = Agent::new(Arc::clone(&model) as Arc<dyn agent_loop::Model>, gateway, settings, sink);
+            for p in 0..prompts {
+                let cancel = CancellationToken::new();
+                if cancel_prompt == Some(p) {
+                    cancel.cancel();
+                }
+                let outcome = agent.run_prompt(&format!("prompt {p}"), &cancel).await;
+                assert!(outcome.rounds <= 12);
+                agent_loop::message::check_pairing(agent.history()).unwrap();
+            }
+        });
+    }
+}

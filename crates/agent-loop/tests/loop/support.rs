@@ -1,0 +1,356 @@
+//! Test support for the loop.
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_loop::gateway::{Gateway, ToolReport, ToolSettings, cancelled_output, parse_arguments};
+use agent_loop::message::check_pairing;
+use agent_loop::{AgentEvent, Model, ModelError, ModelRequest, ModelResponse, Sink, ToolCall};
+use async_trait::async_trait;
+use hooks_core::{
+    Decision, HookConfig, HookPoint, HookReply, Input, Output, ReplyPart, ServerId, ServerName,
+    Session, Time, UsageError,
+};
+use hooks_mcp::{ModelToolDef, ToolOutput};
+use tokio_util::sync::CancellationToken;
+
+/// How a fake hook answers, call after call (the last repeats).
+pub(crate) type HookScript = Vec<Option<&'static str>>;
+
+/// One fake server: its tools, and what its hooks answer.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct FakeServer {
+    pub(crate) name: &'static str,
+    pub(crate) tools: Vec<&'static str>,
+    /// `None` answers time out (the call never answers).
+    pub(crate) stop: Option<HookScript>,
+    pub(crate) post_compact: Option<HookScript>,
+}
+
+/// A gateway over the real `hooks-core` session whose servers answer at once
+/// from scripts, in virtual time. Tool calls answer `ok NAME ARGS`, and a tool
+/// named `slow` waits until cancelled.
+pub(crate) struct FakeGateway {
+    session: Session,
+    servers: Vec<FakeServer>,
+    calls: BTreeMap<HookPoint, usize>,
+    now: Time,
+    /// Every tool call that reached a server.
+    pub(crate) executed: Arc<Mutex<Vec<String>>>,
+}
+
+impl FakeGateway {
+    pub(crate) fn new(servers: Vec<FakeServer>, allow: Option<&str>, budget: u32) -> FakeGateway {
+        let config =
+            HookConfig::from_values(allow, Some("1000"), Some(&budget.to_string())).unwrap();
+        let names = servers
+            .iter()
+            .map(|s| ServerName::new(s.name).unwrap())
+            .collect();
+        let mut session = Session::new(config, names).unwrap();
+        while let Some(output) = session.poll_output() {
+            if let Output::StartServer { server } = output {
+                let spec = &servers[server.0];
+                let mut tools: Vec<String> = spec.tools.iter().map(|t| t.to_string()).collect();
+                if spec.stop.is_some() {
+                    tools.push("_Stop".into());
+                }
+                if spec.post_compact.is_some() {
+                    tools.push("_PostCompact".into());
+                }
+                session
+                    .handle(Time::ZERO, Input::ServerStarted { server, tools })
+                    .unwrap();
+            }
+        }
+        FakeGateway {
+            session,
+            servers,
+            calls: BTreeMap::new(),
+            now: Time::ZERO,
+            executed: Arc::default(),
+        }
+    }
+
+    fn answer(&mut self, server: ServerId, hook: HookPoint) -> Option<HookReply> {
+        let spec = &self.servers[server.0];
+        let script = match hook {
+            HookPoint::Stop => spec.stop.as_ref(),
+            HookPoint::PostCompact => spec.post_compact.as_ref(),
+        }?;
+        let n = self.calls.entry(hook).or_default();
+        let step = script.get(*n).or(script.last()).copied().flatten();
+        *n += 1;
+        step.map(|text| HookReply::Result(vec![ReplyPart::Text(text.to_owned())]))
+    }
+}
+
+#[async_trait]
+impl Gateway for FakeGateway {
+    fn model_tools(&mut self) -> Vec<ModelToolDef> {
+        self.session
+            .model_tools()
+            .map(|(_, t)| ModelToolDef {
+                name: t.qualified.clone(),
+                description: None,
+                input_schema: serde_json::json!({"type": "object"}),
+            })
+            .collect()
+    }
+
+    fn begin_prompt(&mut self) -> Result<(), UsageError> {
+        self.session.handle(self.now, Input::PromptStarted)
+    }
+
+    async fn decide(
+        &mut self,
+        input: Input,
+        cancel: &CancellationToken,
+    ) -> Result<Decision, UsageError> {
+        self.session.handle(self.now, input)?;
+        loop {
+            let mut pending = Vec::new();
+            while let Some(output) = self.session.poll_output() {
+                match output {
+                    Output::Decision(decision) => return Ok(decision),
+                    Output::CallHook {
+                        call, server, hook, ..
+                    } => pending.push((call, server, hook)),
+                    _ => {}
+                }
+            }
+            if cancel.is_cancelled() {
+                self.session
+                    .handle(self.now, Input::Abort(hooks_core::AbortReason::Cancelled))?;
+                continue;
+            }
+            let mut answered = false;
+            for (call, server, hook) in pending {
+                if let Some(reply) = self.answer(server, hook) {
+                    self.session
+                        .handle(self.now, Input::HookReplied { call, reply })?;
+                    answered = true;
+                }
+            }
+            if !answered {
+                // Jump to the deadline: hanging hooks time out [T1].
+                if let Some(deadline) = self.session.poll_timeout() {
+                    self.now = deadline;
+                    self.session.handle_timeout(deadline);
+                }
+            }
+        }
+    }
+
+    async fn call_tools(
+        &mut self,
+        calls: &[ToolCall],
+        settings: &ToolSettings,
+        cancel: &CancellationToken,
+    ) -> Vec<ToolReport> {
+        let _ = settings;
+        let mut reports = Vec::new();
+        for call in calls {
+            let output = match (parse_arguments(call), self.session.resolve(&call.name)) {
+                (Err(output), _) => output,
+                (Ok(_), None) => ToolOutput::error(format!("unknown tool: {}", call.name)),
+                (Ok(args), Some((_, bare))) => {
+                    self.executed.lock().unwrap().push(call.name.clone());
+                    if bare == "slow" {
+                        cancel.cancelled().await;
+                        cancelled_output()
+                    } else {
+                        ToolOutput {
+                            text: format!("ok {bare} {}", serde_json::Value::Object(args)),
+                            is_error: false,
+                        }
+                    }
+                }
+            };
+            reports.push(ToolReport {
+                output,
+                latency: Duration::ZERO,
+            });
+        }
+        reports
+    }
+}
+
+/// A model that replays responses, checks every request it gets, and keeps
+/// them. Past its script it ends its turn.
+pub(crate) struct Recorder {
+    turns: Mutex<std::collections::VecDeque<Result<ModelResponse, ModelError>>>,
+    pub(crate) requests: Mutex<Vec<RecordedRequest>>,
+    /// A turn number (from 1) at which the model hangs until cancelled.
+    pub(crate) hang_at: Option<usize>,
+}
+
+#[derive(Clone, Debug)]
+pub(crate) struct RecordedRequest {
+    pub(crate) messages: Vec<agent_loop::Message>,
+    pub(crate) tools: Vec<String>,
+}
+
+impl Recorder {
+    pub(crate) fn new(turns: Vec<ModelResponse>) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            turns: Mutex::new(turns.into_iter().map(Ok).collect()),
+            requests: Mutex::default(),
+            hang_at: None,
+        })
+    }
+
+    pub(crate) fn with(
+        turns: Vec<Result<ModelResponse, ModelError>>,
+        hang_at: Option<usize>,
+    ) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            turns: Mutex::new(turns.into_iter().collect()),
+            requests: Mutex::default(),
+            hang_at,
+        })
+    }
+}
+
+#[async_trait]
+impl Model for Recorder {
+    async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        // Every tool call in every request has exactly one result.
+        check_pairing(request.messages)
+            .unwrap_or_else(|e| panic!("bad history sent to the model: {e}"));
+        let n = {
+            let mut requests = self.requests.lock().unwrap();
+            requests.push(RecordedRequest {
+                messages: request.messages.to_vec(),
+                tools: request.tools.iter().map(|t| t.name.clone()).collect(),
+            });
+            requests.len()
+        };
+        if self.hang_at == Some(n) {
+            std::future::pending::<()>().await;
+        }
+        self.turns
+            .lock()
+            .unwrap()
+            .pop_front()
+            .unwrap_or_else(|| Ok(say("(script over)")))
+    }
+
+    fn describe(&self) -> String {
+        "recorder".into()
+    }
+}
+
+/// A turn that ends with text.
+pub(crate) fn say(text: &str) -> ModelResponse {
+    ModelResponse {
+        text: text.into(),
+        tool_calls: vec![],
+        stop: hooks_core::StopReason::EndTurn,
+        usage: None,
+    }
+}
+
+/// A turn that calls tools `(id, name, arguments)`.
+pub(crate) fn call(calls: &[(&str, &str, &str)]) -> ModelResponse {
+    ModelResponse {
+        text: String::new(),
+        tool_calls: calls
+            .iter()
+            .map(|(id, name, args)| ToolCall {
+                id: id.to_string(),
+                name: name.to_string(),
+                arguments: args.to_string(),
+            })
+            .collect(),
+        stop: hooks_core::StopReason::ToolUse,
+        usage: None,
+    }
+}
+
+/// A sink that keeps events.
+pub(crate) fn recording_sink() -> (Sink, Arc<Mutex<Vec<AgentEvent>>>) {
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let kept = events.clone();
+    (
+        Arc::new(move |e: &AgentEvent| kept.lock().unwrap().push(e.clone())),
+        events,
+    )
+}
+
+/// A fake model API over real HTTP on 127.0.0.1: answers each POST with the
+/// next scripted `(status, body)` and records every request.
+pub(crate) struct FakeApi {
+    pub(crate) url: String,
+    pub(crate) requests: Arc<Mutex<Vec<(axum::http::HeaderMap, serde_json::Value)>>>,
+    stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl FakeApi {
+    pub(crate) async fn start(answers: Vec<(u16, String)>) -> FakeApi {
+        use axum::extract::State;
+        use axum::http::{HeaderMap, StatusCode};
+        type Shared = (
+            Arc<Mutex<std::collections::VecDeque<(u16, String)>>>,
+            Arc<Mutex<Vec<(HeaderMap, serde_json::Value)>>>,
+        );
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let state: Shared = (Arc::new(Mutex::new(answers.into())), requests.clone());
+        async fn handle(
+            State((answers, requests)): State<Shared>,
+            headers: HeaderMap,
+            body: String,
+        ) -> (StatusCode, String) {
+            let json = serde_json::from_str(&body).unwrap_or(serde_json::Value::Null);
+            requests.lock().unwrap().push((headers, json));
+            let (status, body) = answers
+                .lock()
+                .unwrap()
+                .pop_front()
+                .unwrap_or((500, "script over".into()));
+            (StatusCode::from_u16(status).unwrap(), body)
+        }
+        let app = axum::Router::new()
+            .fallback(axum::routing::post(handle))
+            .with_state(state);
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let url = format!("http://{}", listener.local_addr().unwrap());
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(async move {
+            let _ = axum::serve(listener, app)
+                .with_graceful_shutdown(async {
+                    let _ = stopped.await;
+                })
+                .await;
+        });
+        FakeApi {
+            url,
+            requests,
+            stop,
+        }
+    }
+
+    pub(crate) fn bodies(&self) -> Vec<serde_json::Value> {
+        self.requests
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|(_, b)| b.clone())
+            .collect()
+    }
+
+    pub(crate) fn stop(self) {
+        let _ = self.stop.send(());
+    }
+}
+
+/// Quick HTTP settings for tests: short backoff.
+pub(crate) fn http_settings() -> agent_loop::providers::HttpSettings {
+    agent_loop::providers::HttpSettings {
+        timeout: Duration::from_secs(10),
+        retries: 2,
+        backoff: Duration::from_millis(10),
+        max_response_bytes: 1 << 20,
+    }
+}
