@@ -361,11 +361,36 @@ impl<G: Gateway> Agent<G> {
             ));
         }
         // A summary replaces every old message; truncation drops those
-        // before the cut. Either way _PostCompact runs [P1].
+        // before the cut. Either way _PostCompact runs after [P1].
         let cut = summary
             .is_none()
             .then(|| compaction::truncation_cut(&self.history, settings.limit() / 2));
         let removed = cut.unwrap_or(before);
+        let fresh = |history: &[Message], injections: &[Injection]| match (&summary, cut) {
+            (Some(summary), _) => {
+                compaction::fresh_after_summary(summary, original, injections, prompt)
+            }
+            (None, cut) => compaction::fresh_after_truncation(
+                history,
+                cut.unwrap_or(0),
+                original,
+                prompt,
+                injections,
+            ),
+        };
+        let kind = if summary.is_some() {
+            "summary"
+        } else {
+            "truncation"
+        };
+        let after = fresh(&self.history, &[]).len();
+        self.emit(AgentEvent::Compacted {
+            kind,
+            removed,
+            before,
+            after,
+            note,
+        });
         let decision = self
             .gateway
             .decide(
@@ -387,38 +412,11 @@ impl<G: Gateway> Agent<G> {
                 ));
             }
         };
-        let (kind, fresh) = match (summary, cut) {
-            (Some(summary), _) => {
-                self.summaries += 1;
-                (
-                    "summary",
-                    compaction::fresh_after_summary(&summary, original, &injections, prompt),
-                )
-            }
-            (None, cut) => {
-                let cut = cut.unwrap_or(0);
-                (
-                    "truncation",
-                    compaction::fresh_after_truncation(
-                        &self.history,
-                        cut,
-                        original,
-                        prompt,
-                        &injections,
-                    ),
-                )
-            }
-        };
-        let after = fresh.len() - 2 * injections.len();
-        self.history = fresh;
+        self.history = fresh(&self.history, &injections);
+        if summary.is_some() {
+            self.summaries += 1;
+        }
         self.anchor = None;
-        self.emit(AgentEvent::Compacted {
-            kind,
-            removed,
-            before,
-            after,
-            note,
-        });
         if cancel.is_cancelled() {
             return Ok(Step::Cancelled);
         }

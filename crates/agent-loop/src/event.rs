@@ -70,8 +70,6 @@ pub enum AgentEvent {
         #[serde(rename = "latency_ms", serialize_with = "ms")]
         latency: Duration,
     },
-    /// A hook or policy event from the core [O1].
-    Hook(hooks_core::Event),
     /// Hook text was injected as a synthetic call/result pair [I1].
     Injected {
         /// `_Stop` or `_PostCompact`.
@@ -105,6 +103,10 @@ pub enum AgentEvent {
         /// Model rounds in this prompt.
         rounds: u32,
     },
+    /// A hook or policy event from the core [O1], serialised as the core's
+    /// own event (its names do not clash with the loop's).
+    #[serde(untagged)]
+    Hook(hooks_core::Event),
 }
 
 fn ms<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {

@@ -1,7 +1,428 @@
-//! `sprout-cli`: the library behind the `sprout` binary.
+//! `sprout-cli`: the `sprout` command line, as a library so that tests can
+//! drive it in process; `main.rs` only calls [`main_with`].
 //!
-//! Not built yet. The `sprout` command line (`run`, `demo`, `hooks list`,
-//! `hooks call`, `hook-server …`) will live here, as a library so that tests can
-//! drive it in process, with a `main.rs` of a few lines.
-//!
-//! Today it holds nothing that pretends to work.
+//! - [`cli`]: commands, flags and their environment variables.
+//! - [`settings`]: validated settings, and the exit-2 messages for bad ones.
+//! - [`render`]: the event stream for a person, or as JSON Lines.
+//! - [`demo`]: the offline demo's script and settings.
+
+pub mod cli;
+pub mod demo;
+pub mod render;
+pub mod settings;
+
+use std::ffi::OsString;
+use std::io::Read;
+use std::sync::Arc;
+
+use agent_loop::{Agent, AgentEvent, AgentSettings, Model};
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use hooks_core::{Decision, EndReason, HookConfig, HookPoint, Input, StopReason};
+use hooks_mcp::{Host, HostOptions, ServerSpec};
+use tokio_util::sync::CancellationToken;
+
+use crate::cli::{Cli, Command, HookServerCommand, HooksCommand};
+use crate::render::Renderer;
+use crate::settings::ConfigProblem;
+
+/// Exit status: the prompt ended normally.
+pub const EXIT_OK: i32 = 0;
+/// Exit status: any other failure.
+pub const EXIT_FAILURE: i32 = 1;
+/// Exit status: a usage or configuration error.
+pub const EXIT_USAGE: i32 = 2;
+/// Exit status: interrupted (Ctrl-C).
+pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Runs the command line with `args` (the program name first) and returns
+/// the exit status.
+pub fn main_with(args: Vec<OsString>) -> i32 {
+    let matches = match Cli::command().try_get_matches_from(args) {
+        Ok(matches) => matches,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    let cli = match Cli::from_arg_matches(&matches) {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return e.exit_code();
+        }
+    };
+    init_logging();
+    let runtime = match tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+    {
+        Ok(runtime) => runtime,
+        Err(e) => return fail(&format!("cannot start the async runtime: {e}")),
+    };
+    let result = runtime.block_on(dispatch(cli, &matches));
+    // Hook server children and helpers are gone by now; do not wait on
+    // blocking stdin readers.
+    runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    match result {
+        Ok(code) => code,
+        Err(problem) => {
+            report_error(&format!("sprout: {problem}"));
+            EXIT_USAGE
+        }
+    }
+}
+
+#[allow(clippy::print_stderr)]
+fn report_error(message: &str) {
+    eprintln!("{message}");
+}
+
+fn fail(message: &str) -> i32 {
+    report_error(&format!("sprout: {message}"));
+    EXIT_FAILURE
+}
+
+fn init_logging() {
+    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+    let _ = tracing_subscriber::fmt()
+        .with_writer(std::io::stderr)
+        .with_env_filter(filter)
+        .with_target(false)
+        .try_init();
+}
+
+fn sub<'a>(matches: &'a ArgMatches, name: &str) -> &'a ArgMatches {
+    matches.subcommand_matches(name).unwrap_or(matches)
+}
+
+async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> {
+    match cli.command {
+        Command::Run {
+            prompt,
+            session,
+            model,
+        } => {
+            let m = sub(matches, "run");
+            let prompt = read_prompt(&prompt)?;
+            let config = settings::hook_config(&session, m)?;
+            let specs = settings::servers(&session)?;
+            let options = settings::host_options(&session, m)?;
+            let agent_settings = settings::agent_settings(&session, m)?;
+            let model = settings::model(&model, m)?;
+            Ok(run_session(
+                model,
+                specs,
+                config,
+                options,
+                agent_settings,
+                &prompt,
+                session.json,
+            )
+            .await)
+        }
+        Command::Demo { json } => {
+            let model = agent_loop::providers::ScriptModel::parse("the demo script", demo::SCRIPT)
+                .map_err(|e| ConfigProblem(e.to_string()))?;
+            let specs = demo::servers().map_err(ConfigProblem)?;
+            let code = run_session(
+                Arc::new(model),
+                specs,
+                demo::hook_config(),
+                demo::host_options(),
+                demo::settings(),
+                demo::PROMPT,
+                json,
+            )
+            .await;
+            Ok(code)
+        }
+        Command::Hooks {
+            command: HooksCommand::List { session },
+        } => {
+            let m = sub(sub(matches, "hooks"), "list");
+            let config = settings::hook_config(&session, m)?;
+            let specs = settings::servers(&session)?;
+            let options = settings::host_options(&session, m)?;
+            Ok(hooks_list(specs, config, options, session.json).await)
+        }
+        Command::Hooks {
+            command:
+                HooksCommand::Call {
+                    hook,
+                    server,
+                    session,
+                },
+        } => {
+            let m = sub(sub(matches, "hooks"), "call");
+            let hook = HookPoint::from_tool_name(&hook).ok_or_else(|| {
+                ConfigProblem(format!(
+                    "{hook:?} is not a hook point: expected _Stop or _PostCompact"
+                ))
+            })?;
+            let mut config = settings::hook_config(&session, m)?;
+            let specs = settings::servers(&session)?;
+            if let Some(name) = &server {
+                if !specs.iter().any(|s| s.name.as_str() == name) {
+                    return Err(ConfigProblem(format!(
+                        "--server {name:?}: no configured MCP server has that name"
+                    )));
+                }
+                config.allowlist = hooks_core::Allowlist::Names(vec![name.clone()]);
+            } else if config.allowlist.is_off() {
+                return Err(ConfigProblem(
+                    "MCP_HOOK_SERVERS is not set, so the agent would call no hook; set it (or --hook-servers), or pass --server NAME to call one server's hook".into(),
+                ));
+            }
+            let options = settings::host_options(&session, m)?;
+            Ok(hooks_call(specs, config, options, hook, session.json).await)
+        }
+        Command::HookServer { server } => {
+            Ok(hook_server(server, sub(matches, "hook-server")).await)
+        }
+    }
+}
+
+fn read_prompt(prompt: &str) -> Result<String, ConfigProblem> {
+    let text = if prompt == "-" {
+        let mut text = String::new();
+        std::io::stdin()
+            .read_to_string(&mut text)
+            .map_err(|e| ConfigProblem(format!("cannot read the prompt from stdin: {e}")))?;
+        text
+    } else {
+        prompt.to_owned()
+    };
+    if text.trim().is_empty() {
+        return Err(ConfigProblem("the prompt is empty".into()));
+    }
+    Ok(text)
+}
+
+/// Cancels `token` on Ctrl-C.
+fn cancel_on_ctrl_c(token: CancellationToken) {
+    tokio::spawn(async move {
+        if tokio::signal::ctrl_c().await.is_ok() {
+            token.cancel();
+        }
+    });
+}
+
+async fn start_host(
+    specs: Vec<ServerSpec>,
+    config: HookConfig,
+    options: HostOptions,
+    sink: agent_loop::Sink,
+) -> Result<Host, i32> {
+    Host::start(specs, config, options, agent_loop::hook_sink(sink))
+        .await
+        .map_err(|e| {
+            report_error(&format!("sprout: {e}"));
+            EXIT_USAGE
+        })
+}
+
+async fn run_session(
+    model: Arc<dyn Model>,
+    specs: Vec<ServerSpec>,
+    config: HookConfig,
+    options: HostOptions,
+    settings: AgentSettings,
+    prompt: &str,
+    json: bool,
+) -> i32 {
+    let sink = Renderer::new(json).into_sink();
+    let host = match start_host(specs, config, options, sink.clone()).await {
+        Ok(host) => host,
+        Err(code) => return code,
+    };
+    let cancel = CancellationToken::new();
+    cancel_on_ctrl_c(cancel.clone());
+    let mut agent = Agent::new(model, host, settings, sink);
+    let outcome = agent.run_prompt(prompt, &cancel).await;
+    agent.into_gateway().shutdown().await;
+    match outcome.reason {
+        EndReason::Cancelled => EXIT_INTERRUPTED,
+        reason if reason.is_normal() => EXIT_OK,
+        _ => EXIT_FAILURE,
+    }
+}
+
+#[allow(clippy::print_stdout)]
+async fn hooks_list(
+    specs: Vec<ServerSpec>,
+    config: HookConfig,
+    options: HostOptions,
+    json: bool,
+) -> i32 {
+    let allowlist = config.allowlist.clone();
+    let quiet: agent_loop::Sink = Arc::new(|_: &AgentEvent| {});
+    let host = match start_host(specs, config, options, quiet).await {
+        Ok(host) => host,
+        Err(code) => return code,
+    };
+    let reports = host.servers();
+    let warnings: Vec<String> = host.warnings().iter().map(ToString::to_string).collect();
+    if json {
+        let servers: Vec<serde_json::Value> = reports
+            .iter()
+            .map(|r| {
+                serde_json::json!({
+                    "name": r.name.as_str(),
+                    "state": format!("{:?}", r.state),
+                    "may_hook": r.may_hook,
+                    "tools": r.model_tools,
+                    "hooks": r.hooks.iter().map(|h| h.tool_name()).collect::<Vec<_>>(),
+                    "error": r.last_error,
+                })
+            })
+            .collect();
+        println!(
+            "{}",
+            serde_json::json!({"servers": servers, "warnings": warnings})
+        );
+    } else {
+        let policy = match &allowlist {
+            hooks_core::Allowlist::Off => "hooks are off (MCP_HOOK_SERVERS is not set)".to_owned(),
+            hooks_core::Allowlist::All => "every server may hook (MCP_HOOK_SERVERS=*)".to_owned(),
+            hooks_core::Allowlist::Names(names) => {
+                format!("these servers may hook: {}", names.join(", "))
+            }
+        };
+        println!("{policy}");
+        if reports.is_empty() {
+            println!("no MCP servers are configured (use --mcp-config FILE or a .mcp.json here)");
+        }
+        for r in &reports {
+            let state = match r.state {
+                hooks_core::ServerState::Up => "up".to_owned(),
+                other => format!("down ({other:?})"),
+            };
+            println!("\n{}: {state}", r.name);
+            println!("  may hook: {}", if r.may_hook { "yes" } else { "no" });
+            let hooks: Vec<&str> = r.hooks.iter().map(|h| h.tool_name()).collect();
+            println!(
+                "  hooks:    {}",
+                if hooks.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    hooks.join(" ")
+                }
+            );
+            println!(
+                "  tools:    {}",
+                if r.model_tools.is_empty() {
+                    "(none)".to_owned()
+                } else {
+                    r.model_tools.join(" ")
+                }
+            );
+            if let Some(error) = &r.last_error {
+                println!("  error:    {error}");
+            }
+        }
+        if !warnings.is_empty() {
+            println!("\nwarnings:");
+            for w in &warnings {
+                println!("  - {w}");
+            }
+        }
+    }
+    host.shutdown().await;
+    EXIT_OK
+}
+
+#[allow(clippy::print_stdout)]
+async fn hooks_call(
+    specs: Vec<ServerSpec>,
+    config: HookConfig,
+    options: HostOptions,
+    hook: HookPoint,
+    json: bool,
+) -> i32 {
+    let sink = Renderer::new(json).into_sink();
+    let mut host = match start_host(specs, config, options, sink).await {
+        Ok(host) => host,
+        Err(code) => return code,
+    };
+    let cancel = CancellationToken::new();
+    cancel_on_ctrl_c(cancel.clone());
+    let input = match hook {
+        HookPoint::Stop => Input::ModelResponded {
+            stop: StopReason::EndTurn,
+            tool_calls: 0,
+        },
+        HookPoint::PostCompact => Input::Compacted {
+            removed_messages: 1,
+        },
+    };
+    let decided = match host.begin_prompt() {
+        Ok(()) => host.decide(input, &cancel).await,
+        Err(e) => Err(e),
+    };
+    host.shutdown().await;
+    let (code, summary) = match decided {
+        Ok(Decision::Continue { injections }) => (
+            EXIT_OK,
+            format!("the agent would go on: {} objection(s)", injections.len()),
+        ),
+        Ok(Decision::Reinject { injections }) => (
+            EXIT_OK,
+            format!("the agent would re-inject {} answer(s)", injections.len()),
+        ),
+        Ok(Decision::End {
+            reason: EndReason::Cancelled,
+        }) => (EXIT_INTERRUPTED, "cancelled".to_owned()),
+        Ok(Decision::End { reason }) => (EXIT_OK, format!("the agent would stop: {reason}")),
+        Ok(Decision::RunTools) => (EXIT_FAILURE, "unexpected decision: run tools".to_owned()),
+        Err(e) => (EXIT_FAILURE, format!("the hook policy refused: {e}")),
+    };
+    if json {
+        println!(
+            "{}",
+            serde_json::json!({"event": "hooks_call_summary", "summary": summary})
+        );
+    } else {
+        println!("{summary}");
+    }
+    code
+}
+
+async fn hook_server(server: HookServerCommand, matches: &ArgMatches) -> i32 {
+    let result = match server {
+        HookServerCommand::Todo => {
+            hooks_mcp::server::todo::server(hooks_mcp::server::todo::TodoList::default())
+                .serve_stdio()
+                .await
+        }
+        HookServerCommand::Gate {
+            timeout_ms,
+            command,
+        } => {
+            let m = sub(matches, "gate");
+            let Some(ms) = timeout_ms
+                .trim()
+                .parse::<u64>()
+                .ok()
+                .filter(|n| (1..=86_400_000).contains(n))
+            else {
+                let name = match m.value_source("timeout_ms") {
+                    Some(clap::parser::ValueSource::CommandLine) => "--timeout-ms",
+                    _ => hooks_mcp::server::gate::ENV_GATE_TIMEOUT_MS,
+                };
+                report_error(&format!(
+                    "sprout: {name}={timeout_ms:?} is not valid: expected a whole number of milliseconds from 1 to 86400000"
+                ));
+                return EXIT_USAGE;
+            };
+            let mut options = hooks_mcp::server::gate::GateOptions::new(command);
+            options.timeout = std::time::Duration::from_millis(ms);
+            hooks_mcp::server::gate::server(options).serve_stdio().await
+        }
+    };
+    match result {
+        Ok(()) => EXIT_OK,
+        Err(e) => fail(&format!("the hook server stopped: {e}")),
+    }
+}

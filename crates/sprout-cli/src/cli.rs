@@ -1,0 +1,225 @@
+//! The command line's shape: every command, flag and environment variable.
+//!
+//! Flags win over environment variables [C3]; both show in `--help` with
+//! their defaults. Values are taken as text here and validated in
+//! [`crate::settings`], so that a bad one is reported in our words, naming
+//! the flag or variable it came from.
+
+use std::path::PathBuf;
+
+use clap::{Args, Parser, Subcommand};
+
+/// Sprout: an LLM agent whose lifecycle MCP servers can steer through hook
+/// tools (`_Stop`, `_PostCompact`).
+#[derive(Debug, Parser)]
+#[command(name = "sprout", version, about, long_about = None, propagate_version = true)]
+pub struct Cli {
+    /// What to do.
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// The commands.
+#[derive(Debug, Subcommand)]
+#[allow(clippy::large_enum_variant)] // Parsed once per process.
+pub enum Command {
+    /// Run one prompt in a new session ("-" reads it from stdin).
+    Run {
+        /// The prompt, or "-" to read it from stdin.
+        prompt: String,
+        #[command(flatten)]
+        session: SessionArgs,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
+    /// The offline demo: a scripted model and the bundled todo hook server
+    /// show an objection, a compaction and a re-injection. No key, no network.
+    Demo {
+        /// Print events as JSON Lines.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Inspect and exercise hooks.
+    Hooks {
+        #[command(subcommand)]
+        command: HooksCommand,
+    },
+    /// Run a bundled hook server on stdio (for an MCP config entry).
+    HookServer {
+        #[command(subcommand)]
+        server: HookServerCommand,
+    },
+}
+
+/// `sprout hooks …`.
+#[derive(Debug, Subcommand)]
+pub enum HooksCommand {
+    /// Connect to every configured server and show its tools, its hooks,
+    /// whether the allowlist lets it hook, and every warning.
+    List {
+        #[command(flatten)]
+        session: SessionArgs,
+    },
+    /// Call one hook exactly as the agent would (same deadline, same reading
+    /// of the answer) and show each server's outcome and latency.
+    Call {
+        /// `_Stop` or `_PostCompact`.
+        hook: String,
+        /// Call only this server's hook, whatever MCP_HOOK_SERVERS says.
+        #[arg(long)]
+        server: Option<String>,
+        #[command(flatten)]
+        session: SessionArgs,
+    },
+}
+
+/// `sprout hook-server …`.
+#[derive(Debug, Subcommand)]
+pub enum HookServerCommand {
+    /// A `todo` tool; `_Stop` objects while items are open; `_PostCompact`
+    /// re-injects the list.
+    Todo,
+    /// `_Stop` runs CMD and objects with the tail of its output while it fails.
+    Gate {
+        /// The gate's own deadline for one run of CMD, in milliseconds. The
+        /// agent's SPROUT_AGENT_HOOK_TIMEOUT_MS must be raised above the
+        /// command's run time too, or the agent stops waiting first.
+        #[arg(long, env = "SPROUT_GATE_TIMEOUT_MS", default_value = "300000")]
+        timeout_ms: String,
+        /// The command and its arguments, after `--`.
+        #[arg(last = true, required = true)]
+        command: Vec<String>,
+    },
+}
+
+/// Servers, hook policy, loop limits and output.
+#[derive(Debug, Args)]
+pub struct SessionArgs {
+    /// MCP servers, in the mcpServers JSON format [default: .mcp.json in the
+    /// working directory, if there is one].
+    #[arg(long, value_name = "FILE")]
+    pub mcp_config: Option<PathBuf>,
+    /// Servers that may hook: `*` for all, or comma-separated names. Unset:
+    /// hooks are off.
+    #[arg(long, env = "MCP_HOOK_SERVERS", value_name = "LIST")]
+    pub hook_servers: Option<String>,
+    /// Deadline of each hook call, 1 to 600000 ms.
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_HOOK_TIMEOUT_MS",
+        value_name = "MS",
+        default_value = "2500"
+    )]
+    pub hook_timeout_ms: String,
+    /// `_Stop` objections honoured per session, 0 to 1000 (0 disables _Stop).
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_STOP_MAX_REJECTIONS",
+        value_name = "N",
+        default_value = "3"
+    )]
+    pub stop_max_rejections: String,
+    /// Deadline for an MCP server to start (spawn, initialize, list tools).
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_SERVER_START_TIMEOUT_MS",
+        value_name = "MS",
+        default_value = "10000"
+    )]
+    pub server_start_timeout_ms: String,
+    /// Deadline of one tool call.
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_TOOL_TIMEOUT_MS",
+        value_name = "MS",
+        default_value = "120000"
+    )]
+    pub tool_timeout_ms: String,
+    /// Model requests allowed per prompt.
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_MAX_ROUNDS",
+        value_name = "N",
+        default_value = "50"
+    )]
+    pub max_rounds: String,
+    /// The model's context window, in tokens.
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_CONTEXT_WINDOW",
+        value_name = "TOKENS",
+        default_value = "128000"
+    )]
+    pub context_window: String,
+    /// Compact when a request would pass this share of the window (0.1 to 0.95).
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_COMPACT_THRESHOLD",
+        value_name = "SHARE",
+        default_value = "0.8"
+    )]
+    pub compact_threshold: String,
+    /// Print events as JSON Lines on stdout.
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Which model, and how to reach it.
+#[derive(Debug, Args)]
+pub struct ModelArgs {
+    /// `openai` (any OpenAI-compatible endpoint), `anthropic`, or `script`.
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_PROVIDER",
+        value_name = "NAME",
+        default_value = "openai"
+    )]
+    pub provider: String,
+    /// OpenAI-compatible base URL (Ollama: http://localhost:11434/v1).
+    #[arg(long, env = "OPENAI_COMPAT_BASE_URL", value_name = "URL", default_value = agent_loop::providers::openai::DEFAULT_BASE_URL)]
+    pub openai_base_url: String,
+    /// OpenAI-compatible API key (optional for local servers).
+    #[arg(
+        long,
+        env = "OPENAI_COMPAT_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub openai_api_key: Option<String>,
+    /// OpenAI-compatible model name.
+    #[arg(long, env = "OPENAI_COMPAT_MODEL", value_name = "MODEL")]
+    pub openai_model: Option<String>,
+    /// Which OpenAI API to use; only `chat` (Chat Completions) is supported.
+    #[arg(
+        long,
+        env = "OPENAI_COMPAT_API",
+        value_name = "API",
+        default_value = "chat"
+    )]
+    pub openai_api: String,
+    /// Anthropic API key.
+    #[arg(
+        long,
+        env = "ANTHROPIC_API_KEY",
+        value_name = "KEY",
+        hide_env_values = true
+    )]
+    pub anthropic_api_key: Option<String>,
+    /// Anthropic model name.
+    #[arg(long, env = "ANTHROPIC_MODEL", value_name = "MODEL")]
+    pub anthropic_model: Option<String>,
+    /// Anthropic base URL.
+    #[arg(long, env = "ANTHROPIC_BASE_URL", value_name = "URL", default_value = agent_loop::providers::anthropic::DEFAULT_BASE_URL)]
+    pub anthropic_base_url: String,
+    /// The script of model turns (JSON Lines) for `--provider script`.
+    #[arg(long, env = "SPROUT_AGENT_SCRIPT", value_name = "FILE")]
+    pub script: Option<PathBuf>,
+    /// Deadline of one model request attempt.
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_MODEL_TIMEOUT_MS",
+        value_name = "MS",
+        default_value = "300000"
+    )]
+    pub model_timeout_ms: String,
+}
