@@ -1,0 +1,53 @@
+//! Every bad input: exit status 2 and one message naming what was wrong.
+
+use crate::support::{Scratch, run_sprout, text};
+
+#[test]
+fn bad_inputs_exit_2_with_a_message() {
+    let scratch = Scratch::new("errors");
+    let write = |name: &str, body: &str| {
+        let path = scratch.path(name);
+        std::fs::write(&path, body).unwrap();
+        path
+    };
+    let bad_json = write("bad.json", "{ not json");
+    let sse = write(
+        "sse.json",
+        r#"{"mcpServers": {"a": {"type": "sse", "url": "http://x"}}}"#,
+    );
+    let bad_name = write(
+        "name.json",
+        r#"{"mcpServers": {"my server": {"command": "x"}}}"#,
+    );
+    let script = write("script.jsonl", "{\"text\": 1}\n");
+    let script_env = [("SPROUT_AGENT_PROVIDER", "script")];
+    let openai = [("SPROUT_AGENT_PROVIDER", "openai")];
+    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, String)> = vec![
+        (vec!["run", "x", "--mcp-config", "/nonexistent/mcp.json"], vec![], "cannot read the MCP config /nonexistent/mcp.json".into()),
+        (vec!["run", "x", "--mcp-config", &bad_json], vec![], format!("MCP config {bad_json}: not a valid mcpServers JSON document")),
+        (vec!["run", "x", "--mcp-config", &sse], vec![], "mcpServers.a.type: unknown server type \"sse\": expected \"stdio\" or \"http\"".into()),
+        (vec!["run", "x", "--mcp-config", &bad_name], vec![], "mcpServers.my server: invalid MCP server name \"my server\"".into()),
+        (vec!["run", "x"], vec![("MCP_HOOK_SERVERS", "*,todo")], "MCP_HOOK_SERVERS=\"*,todo\" is not valid".into()),
+        (vec!["run", "x"], vec![("SPROUT_AGENT_HOOK_TIMEOUT_MS", "0")], "SPROUT_AGENT_HOOK_TIMEOUT_MS=\"0\" is not valid: expected a whole number of milliseconds from 1 to 600000".into()),
+        (vec!["run", "x", "--hook-timeout-ms", "700000"], vec![("SPROUT_AGENT_HOOK_TIMEOUT_MS", "100")], "--hook-timeout-ms=\"700000\" is not valid".into()),
+        (vec!["run", "x"], vec![("SPROUT_AGENT_STOP_MAX_REJECTIONS", "-1")], "SPROUT_AGENT_STOP_MAX_REJECTIONS=\"-1\" is not valid".into()),
+        (vec!["run", "x"], openai.to_vec(), "OPENAI_COMPAT_MODEL is not set".into()),
+        (vec!["run", "x", "--provider", "anthropic"], vec![("ANTHROPIC_MODEL", "m")], "ANTHROPIC_API_KEY is not set".into()),
+        (vec!["run", "x"], vec![("SPROUT_AGENT_PROVIDER", "gpt")], "SPROUT_AGENT_PROVIDER=\"gpt\" is not a provider".into()),
+        (vec!["run", "x", "--script", &script], script_env.to_vec(), format!("model script {script}, line 1: invalid type")),
+        (vec!["run", "x"], script_env.to_vec(), "SPROUT_AGENT_SCRIPT is not set".into()),
+        (vec!["run", "  "], script_env.to_vec(), "the prompt is empty".into()),
+        (vec!["hooks", "call", "_Start"], vec![], "\"_Start\" is not a hook point".into()),
+        (vec!["hooks", "call", "_Stop"], vec![], "MCP_HOOK_SERVERS is not set, so the agent would call no hook".into()),
+        (vec!["run"], vec![], "required arguments were not provided".into()),
+    ];
+    for (args, env, expected) in cases {
+        let out = run_sprout(&args, &env, &scratch.0);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{args:?} {env:?}: {stderr}");
+        assert!(
+            stderr.contains(&expected),
+            "{args:?} {env:?}: expected {expected:?} in {stderr:?}"
+        );
+    }
+}

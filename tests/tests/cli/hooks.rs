@@ -1,0 +1,116 @@
+//! `sprout hooks list` and `sprout hooks call`.
+
+use crate::support::{Scratch, run_sprout, text};
+
+#[test]
+fn hooks_list_shows_tools_hooks_allowlist_and_warnings() {
+    let scratch = Scratch::new("list");
+    let config = scratch.mcp_config(&[
+        (
+            "alpha",
+            vec!["--tools", "read,write", "--hooks", "_Stop,_PostCompact"],
+        ),
+        ("beta", vec!["--hooks", "_stop,_Other"]),
+    ]);
+    let out = run_sprout(
+        &["hooks", "list", "--mcp-config", &config],
+        &[("MCP_HOOK_SERVERS", "alpha, alhpa")],
+        &scratch.0,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    for expected in [
+        "these servers may hook: alpha, alhpa",
+        "alpha: up",
+        "  may hook: yes",
+        "  hooks:    _Stop _PostCompact",
+        "  tools:    alpha__read alpha__write",
+        "beta: up",
+        "  may hook: no",
+        "MCP_HOOK_SERVERS names \"alhpa\", but no configured MCP server has that name",
+        "server beta lists \"_stop\"",
+        "did you mean _Stop?",
+        "server beta lists \"_Other\"",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}
+
+#[test]
+fn hooks_call_runs_one_round_like_the_agent() {
+    let scratch = Scratch::new("call");
+    let config = scratch.mcp_config(&[
+        ("alpha", vec!["--stop", "text=two items open"]),
+        ("beta", vec!["--stop", "empty"]),
+    ]);
+    let out = run_sprout(
+        &["hooks", "call", "_Stop", "--mcp-config", &config],
+        &[("MCP_HOOK_SERVERS", "*")],
+        &scratch.0,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("alpha._Stop: objection"), "{stdout}");
+    assert!(stdout.contains("two items open"), "{stdout}");
+    assert!(stdout.contains("beta._Stop: empty"), "{stdout}");
+    assert!(
+        stdout.contains("the agent would go on: 1 objection(s)"),
+        "{stdout}"
+    );
+
+    // One server, whatever the allowlist says.
+    let out = run_sprout(
+        &[
+            "hooks",
+            "call",
+            "_Stop",
+            "--server",
+            "beta",
+            "--mcp-config",
+            &config,
+        ],
+        &[],
+        &scratch.0,
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("beta._Stop: empty") && !stdout.contains("alpha._Stop"),
+        "{stdout}"
+    );
+    assert!(
+        stdout.contains("the agent would stop: no_objection"),
+        "{stdout}"
+    );
+
+    let out = run_sprout(
+        &[
+            "hooks",
+            "call",
+            "_PostCompact",
+            "--server",
+            "alpha",
+            "--mcp-config",
+            &config,
+        ],
+        &[],
+        &scratch.0,
+    );
+    assert!(
+        text(&out.stdout).contains("the agent would re-inject 0 answer(s)"),
+        "{}",
+        text(&out.stdout)
+    );
+}

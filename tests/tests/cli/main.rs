@@ -1,0 +1,14 @@
+//! End-to-end tests of the built `sprout` binary: real processes, a fake
+//! OpenAI-compatible server over real HTTP on 127.0.0.1, the bundled and
+//! fixture hook servers.
+
+// Finding the binary, the fake model server, running sprout.
+mod support;
+// The offline demo, human and --json.
+mod demo;
+// `sprout run` against the fake model: objections, rules, hangs, restarts, Ctrl-C.
+mod run;
+// `sprout hooks list` and `sprout hooks call`.
+mod hooks;
+// Every bad input exits 2 with a message naming it.
+mod errors;

@@ -1,0 +1,214 @@
+//! Shared pieces of the command-line tests.
+
+use std::collections::VecDeque;
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+/// The `sprout` binary, built once per test run (cargo builds test targets of
+/// this package only, so the binary of sprout-cli is built here).
+pub(crate) fn sprout() -> PathBuf {
+    static BUILT: OnceLock<PathBuf> = OnceLock::new();
+    BUILT
+        .get_or_init(|| {
+            let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".into());
+            let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .parent()
+                .unwrap()
+                .to_path_buf();
+            let status = Command::new(cargo)
+                .args(["build", "--quiet", "-p", "sprout-cli", "--bin", "sprout"])
+                .current_dir(&root)
+                .status()
+                .expect("cargo runs");
+            assert!(status.success(), "building sprout failed");
+            let target = std::env::var_os("CARGO_TARGET_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| root.join("target"));
+            target.join("debug").join("sprout")
+        })
+        .clone()
+}
+
+/// The fixture MCP server.
+pub(crate) fn fixture() -> &'static str {
+    env!("CARGO_BIN_EXE_mcp-fixture")
+}
+
+/// A command running sprout with a clean environment plus `env`.
+pub(crate) fn sprout_command(
+    args: &[&str],
+    env: &[(&str, &str)],
+    dir: &std::path::Path,
+) -> Command {
+    let mut cmd = Command::new(sprout());
+    cmd.args(args)
+        .env_clear()
+        .current_dir(dir)
+        .stdin(Stdio::null());
+    for key in ["PATH", "HOME", "TMPDIR"] {
+        if let Some(value) = std::env::var_os(key) {
+            cmd.env(key, value);
+        }
+    }
+    cmd.envs(env.iter().copied());
+    cmd
+}
+
+/// Runs sprout to the end.
+pub(crate) fn run_sprout(args: &[&str], env: &[(&str, &str)], dir: &std::path::Path) -> Output {
+    sprout_command(args, env, dir)
+        .output()
+        .expect("sprout runs")
+}
+
+pub(crate) fn text(bytes: &[u8]) -> String {
+    String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// A scratch directory, removed when dropped.
+pub(crate) struct Scratch(pub(crate) PathBuf);
+
+impl Scratch {
+    pub(crate) fn new(test: &str) -> Scratch {
+        let dir = std::env::temp_dir().join(format!("sprout-cli-{test}-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        std::fs::create_dir_all(&dir).unwrap();
+        Scratch(dir)
+    }
+
+    pub(crate) fn path(&self, name: &str) -> String {
+        self.0.join(name).to_string_lossy().into_owned()
+    }
+
+    /// Writes an mcpServers config of fixture servers `(name, args)`.
+    pub(crate) fn mcp_config(&self, servers: &[(&str, Vec<&str>)]) -> String {
+        let mut entries = serde_json::Map::new();
+        for (name, args) in servers {
+            entries.insert(
+                name.to_string(),
+                json!({"command": fixture(), "args": args}),
+            );
+        }
+        let path = self.path("mcp.json");
+        std::fs::write(&path, json!({"mcpServers": entries}).to_string()).unwrap();
+        path
+    }
+}
+
+impl Drop for Scratch {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+/// A Chat Completions answer that ends the turn with `text`.
+pub(crate) fn end(text: &str) -> Value {
+    json!({"choices": [{"message": {"role": "assistant", "content": text}, "finish_reason": "stop"}], "usage": {"prompt_tokens": 100, "completion_tokens": 10}})
+}
+
+/// A Chat Completions answer calling `name` with `{}`.
+pub(crate) fn tool(id: &str, name: &str) -> Value {
+    json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]})
+}
+
+/// A fake OpenAI-compatible API on 127.0.0.1: answers each request with the
+/// next scripted answer (after its delay) and keeps every request body.
+pub(crate) struct FakeOpenAi {
+    pub(crate) url: String,
+    pub(crate) requests: Arc<Mutex<Vec<Value>>>,
+    runtime: tokio::runtime::Runtime,
+}
+
+impl FakeOpenAi {
+    pub(crate) fn start(answers: Vec<(Duration, Value)>) -> FakeOpenAi {
+        use axum::extract::State;
+        type Shared = (
+            Arc<Mutex<VecDeque<(Duration, Value)>>>,
+            Arc<Mutex<Vec<Value>>>,
+        );
+        async fn handle(
+            State((answers, requests)): State<Shared>,
+            body: String,
+        ) -> (axum::http::StatusCode, String) {
+            requests
+                .lock()
+                .unwrap()
+                .push(serde_json::from_str(&body).unwrap_or(Value::Null));
+            let next = answers.lock().unwrap().pop_front();
+            match next {
+                Some((delay, answer)) => {
+                    tokio::time::sleep(delay).await;
+                    (axum::http::StatusCode::OK, answer.to_string())
+                }
+                None => (
+                    axum::http::StatusCode::BAD_REQUEST,
+                    "the fake model has no more answers".into(),
+                ),
+            }
+        }
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .enable_all()
+            .build()
+            .unwrap();
+        let requests = Arc::new(Mutex::new(Vec::new()));
+        let state: Shared = (Arc::new(Mutex::new(answers.into())), requests.clone());
+        let listener = runtime
+            .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+            .unwrap();
+        let url = format!("http://{}/v1", listener.local_addr().unwrap());
+        let app = axum::Router::new()
+            .fallback(axum::routing::post(handle))
+            .with_state(state);
+        runtime.spawn(async move {
+            let _ = axum::serve(listener, app).await;
+        });
+        FakeOpenAi {
+            url,
+            requests,
+            runtime,
+        }
+    }
+
+    /// The environment that points sprout at this fake.
+    pub(crate) fn env(&self) -> Vec<(&'static str, String)> {
+        vec![
+            ("SPROUT_AGENT_PROVIDER", "openai".into()),
+            ("OPENAI_COMPAT_BASE_URL", self.url.clone()),
+            ("OPENAI_COMPAT_MODEL", "fake".into()),
+        ]
+    }
+}
+
+impl Drop for FakeOpenAi {
+    fn drop(&mut self) {
+        let _ = &self.runtime;
+    }
+}
+
+/// Whether a process runs (zombies count as gone).
+pub(crate) fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Err(_) => false,
+        Ok(stat) => !matches!(
+            stat.rsplit_once(')')
+                .and_then(|(_, r)| r.split_whitespace().next()),
+            Some("Z" | "X")
+        ),
+    }
+}
+
+/// The pids a fixture log recorded for `event`.
+pub(crate) fn logged_pids(path: &str, event: &str) -> Vec<u32> {
+    std::fs::read_to_string(path)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
+        .filter(|v| v["event"] == event)
+        .filter_map(|v| v["pid"].as_u64().map(|p| p as u32))
+        .collect()
+}
