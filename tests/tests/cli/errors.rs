@@ -2,6 +2,9 @@
 
 use crate::support::{Scratch, run_sprout, text};
 
+/// Arguments, environment, and the text stderr must hold.
+type Case<'a> = (Vec<&'a str>, Vec<(&'a str, &'a str)>, String);
+
 #[test]
 fn bad_inputs_exit_2_with_a_message() {
     let scratch = Scratch::new("errors");
@@ -22,7 +25,7 @@ fn bad_inputs_exit_2_with_a_message() {
     let script = write("script.jsonl", "{\"text\": 1}\n");
     let script_env = [("SPROUT_AGENT_PROVIDER", "script")];
     let openai = [("SPROUT_AGENT_PROVIDER", "openai")];
-    let cases: Vec<(Vec<&str>, Vec<(&str, &str)>, String)> = vec![
+    let cases: Vec<Case<'_>> = vec![
         (vec!["run", "x", "--mcp-config", "/nonexistent/mcp.json"], vec![], "cannot read the MCP config /nonexistent/mcp.json".into()),
         (vec!["run", "x", "--mcp-config", &bad_json], vec![], format!("MCP config {bad_json}: not a valid mcpServers JSON document")),
         (vec!["run", "x", "--mcp-config", &sse], vec![], "mcpServers.a.type: unknown server type \"sse\": expected \"stdio\" or \"http\"".into()),
