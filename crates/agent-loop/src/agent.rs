@@ -128,12 +128,20 @@ impl<G: Gateway> Agent<G> {
             prompt: prompt.to_owned(),
         });
         if let Err(e) = self.gateway.begin_prompt() {
-            return self.finish(
-                EndReason::Failed,
-                Some(format!("the hook policy refused to start a prompt: {e}")),
-                String::new(),
-                0,
-            );
+            // A prompt left open (a caller that dropped run_prompt midway):
+            // end it, then start afresh.
+            let _ = self
+                .gateway
+                .decide(Input::Abort(AbortReason::Failed), cancel)
+                .await;
+            if self.gateway.begin_prompt().is_err() {
+                return self.finish(
+                    EndReason::Failed,
+                    Some(format!("the hook policy refused to start a prompt: {e}")),
+                    String::new(),
+                    0,
+                );
+            }
         }
         let original = self
             .original_task
@@ -218,12 +226,10 @@ impl<G: Gateway> Agent<G> {
             let decision = match self.gateway.decide(input, cancel).await {
                 Ok(decision) => decision,
                 Err(e) => {
-                    return self.finish(
-                        EndReason::Failed,
-                        Some(format!("hook policy error: {e}")),
-                        last_text,
-                        rounds,
-                    );
+                    let detail = Some(format!("hook policy error: {e}"));
+                    return self
+                        .abort(AbortReason::Failed, detail, last_text, rounds, cancel)
+                        .await;
                 }
             };
             match decision {
@@ -258,12 +264,11 @@ impl<G: Gateway> Agent<G> {
                 Decision::Continue { injections } => self.inject(&injections),
                 Decision::End { reason } => return self.finish(reason, None, last_text, rounds),
                 Decision::Reinject { .. } => {
-                    return self.finish(
-                        EndReason::Failed,
-                        Some("the hook policy answered a model turn with a re-injection".into()),
-                        last_text,
-                        rounds,
-                    );
+                    let detail =
+                        Some("the hook policy answered a model turn with a re-injection".into());
+                    return self
+                        .abort(AbortReason::Failed, detail, last_text, rounds, cancel)
+                        .await;
                 }
             }
         }
@@ -338,6 +343,9 @@ impl<G: Gateway> Agent<G> {
         let mut note = None;
         let mut summary = None;
         if self.summaries < settings.max_summaries {
+            // Attempts count, so a summary that keeps failing is not retried
+            // every round.
+            self.summaries += 1;
             let request = compaction::summary_request(&self.history);
             let ask = ModelRequest {
                 system: &self.settings.system_prompt,
@@ -365,6 +373,13 @@ impl<G: Gateway> Agent<G> {
         let cut = summary
             .is_none()
             .then(|| compaction::truncation_cut(&self.history, settings.limit() / 2));
+        if cut == Some(0) {
+            // Nothing can go without leaving the context as it is: the
+            // provider's count includes what no compaction can remove
+            // (system prompt, tool schemas). Carry on uncompacted.
+            tracing::warn!("the context is near its limit, but no message can be dropped");
+            return Ok(Step::Done(()));
+        }
         let removed = cut.unwrap_or(before);
         let fresh = |history: &[Message], injections: &[Injection]| match (&summary, cut) {
             (Some(summary), _) => {
@@ -413,9 +428,6 @@ impl<G: Gateway> Agent<G> {
             }
         };
         self.history = fresh(&self.history, &injections);
-        if summary.is_some() {
-            self.summaries += 1;
-        }
         self.anchor = None;
         if cancel.is_cancelled() {
             return Ok(Step::Cancelled);

@@ -205,7 +205,13 @@ mod tests {
     #[test]
     fn fresh_history_after_summary_p2() {
         let server = hooks_core::ServerName::new("todo").unwrap();
-        let inj = Injection::new(hooks_core::HookPoint::PostCompact, &server, 4, "- [ ] ship");
+        let inj = Injection::new(
+            hooks_core::HookPoint::PostCompact,
+            &server,
+            0,
+            4,
+            "- [ ] ship",
+        );
         let fresh = fresh_after_summary("did A", "build it", &[inj], "continue");
         assert_eq!(fresh.len(), 4);
         assert!(

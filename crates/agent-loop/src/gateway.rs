@@ -128,7 +128,7 @@ impl Gateway for Host {
             let started = Instant::now();
             let prepared = match parse_arguments(call) {
                 Ok(arguments) => self
-                    .prepare_tool_call(&call.name)
+                    .prepare_tool_call(&call.name, cancel)
                     .await
                     .map(|p| (p, arguments)),
                 Err(output) => Err(output),

@@ -265,6 +265,8 @@ struct Server {
     /// Invariant: below `FAILURE_LIMIT` unless `state` is `Retired`.
     failures: u32,
     starts: u32,
+    /// Whether it ever started and listed its tools.
+    listed: bool,
 }
 
 #[derive(Debug)]
@@ -345,6 +347,7 @@ impl Session {
                 consecutive_timeouts: 0,
                 failures: 0,
                 starts: 0,
+                listed: false,
             })
             .collect();
         let mut session = Session {
@@ -471,7 +474,10 @@ impl Session {
                 self.restart_if_due(id);
             }
             Input::PromptStarted => match self.phase {
-                Phase::Idle => self.phase = Phase::Prompt { objected: false },
+                Phase::Idle => {
+                    self.phase = Phase::Prompt { objected: false };
+                    self.restart_unlisted();
+                }
                 _ => return Err(UsageError::PromptRunning),
             },
             Input::ModelResponded { stop, tool_calls } => {
@@ -579,7 +585,12 @@ impl Session {
         let mut left_out = Vec::new();
         for index in 0..self.servers.len() {
             let server = &self.servers[index];
-            if !server.may_hook || !server.tools.has_hook(hook) {
+            // A server that never listed its tools may list this hook: it
+            // counts as left out, and is restarted when due [T4].
+            if !server.may_hook || (server.listed && !server.tools.has_hook(hook)) {
+                continue;
+            }
+            if !server.listed && server.state == ServerState::Retired {
                 continue;
             }
             if server.state == ServerState::Up {
@@ -743,6 +754,7 @@ impl Session {
                 Some(Injection::new(
                     round.hook,
                     &self.servers[c.server.0].name,
+                    c.server.0,
                     round.id.0,
                     text,
                 ))
@@ -801,6 +813,7 @@ impl Session {
         }
         let (tools, warnings) = ServerTools::sort(&server.name, &listing);
         server.tools = tools;
+        server.listed = true;
         server.state = ServerState::Up;
         server.consecutive_timeouts = 0;
         self.outputs.push_back(Output::Event(Event::ServerUp {
@@ -832,6 +845,16 @@ impl Session {
             failures: server.failures,
             retry_at,
         }));
+    }
+
+    /// Restarts, when due, every down server that never listed its tools: it
+    /// has no tool a call could want, so a prompt's start is its next use [T4].
+    fn restart_unlisted(&mut self) {
+        for index in 0..self.servers.len() {
+            if !self.servers[index].listed {
+                self.restart_if_due(ServerId(index));
+            }
+        }
     }
 
     fn restart_if_due(&mut self, id: ServerId) {

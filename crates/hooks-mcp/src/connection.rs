@@ -22,6 +22,7 @@ use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService, RunningServiceCancellationToken};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::{ServiceError, ServiceExt};
+use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
@@ -42,6 +43,9 @@ pub(crate) struct Connection {
     stop: Mutex<Option<RunningServiceCancellationToken>>,
     /// The child's process group id (its pid); `None` for HTTP.
     pgid: Option<i32>,
+    /// Set by the watcher once the child is reaped and its group killed:
+    /// the id may then belong to someone else.
+    ended: Arc<AtomicBool>,
     watcher: Mutex<Option<JoinHandle<()>>>,
 }
 
@@ -89,9 +93,9 @@ impl Connection {
                     .map_err(|e| format!("cannot run {command:?}: {e}"))?;
                 let pgid = child.id().and_then(|id| i32::try_from(id).ok());
                 let tail = Arc::new(Mutex::new(VecDeque::new()));
-                if let Some(stderr) = child.stderr.take() {
-                    tokio::spawn(drain_stderr(spec.name.to_string(), stderr, tail.clone()));
-                }
+                let stderr_reader = child.stderr.take().map(|stderr| {
+                    tokio::spawn(drain_stderr(spec.name.to_string(), stderr, tail.clone()))
+                });
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     kill_group(pgid);
                     return Err("the child's stdio pipes were not available".into());
@@ -110,13 +114,15 @@ impl Connection {
                     Ok(Ok((service, tools))) => {
                         Ok((Connection::watch(service, pgid, Some(child), on_end), tools))
                     }
-                    Ok(Err(e)) => Err(start_failure(&e, &mut child, pgid, &tail).await),
+                    Ok(Err(e)) => {
+                        Err(start_failure(&e, &mut child, pgid, &tail, stderr_reader).await)
+                    }
                     Err(_) => {
                         let e = format!(
                             "no answer to initialize and tools/list within {}ms",
                             deadline.as_millis()
                         );
-                        Err(start_failure(&e, &mut child, pgid, &tail).await)
+                        Err(start_failure(&e, &mut child, pgid, &tail, stderr_reader).await)
                     }
                 }
             }
@@ -154,6 +160,8 @@ impl Connection {
     ) -> Arc<Connection> {
         let peer = service.peer().clone();
         let stop = service.cancellation_token();
+        let ended = Arc::new(AtomicBool::new(false));
+        let ended_in_watcher = ended.clone();
         let watcher = tokio::spawn(async move {
             let waiting = service.waiting();
             tokio::pin!(waiting);
@@ -193,12 +201,14 @@ impl Connection {
             if let Some(status) = status {
                 reason = format!("the process exited ({status}); {reason}");
             }
+            ended_in_watcher.store(true, Ordering::SeqCst);
             on_end(reason);
         });
         Arc::new(Connection {
             peer,
             stop: Mutex::new(Some(stop)),
             pgid,
+            ended,
             watcher: Mutex::new(Some(watcher)),
         })
     }
@@ -217,7 +227,9 @@ impl Connection {
     /// Kills the server now: its process group for stdio, its session for
     /// HTTP [T3]. The watcher reaps and reports.
     pub(crate) fn kill(&self) {
-        kill_group(self.pgid);
+        if !self.ended.load(Ordering::SeqCst) {
+            kill_group(self.pgid);
+        }
         if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
             stop.cancel();
         }
@@ -252,12 +264,15 @@ async fn start_failure(
     child: &mut Child,
     pgid: Option<i32>,
     tail: &Arc<Mutex<VecDeque<String>>>,
+    stderr_reader: Option<JoinHandle<()>>,
 ) -> StartError {
     let exited = child.try_wait().ok().flatten();
     kill_group(pgid);
     let _ = child.wait().await;
-    // Give the stderr reader a moment to take the last lines.
-    tokio::time::sleep(Duration::from_millis(20)).await;
+    // Let the stderr reader take the last lines (the pipe is closed now).
+    if let Some(reader) = stderr_reader {
+        let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
+    }
     let mut message = match exited {
         Some(status) => format!("the process exited during start-up ({status}): {error}"),
         None => error.to_owned(),
@@ -270,18 +285,53 @@ async fn start_failure(
     message
 }
 
+/// Longest stderr line kept; the rest of a longer line is dropped, so a
+/// server that writes without newlines cannot grow our memory.
+const STDERR_LINE_BYTES: usize = 4096;
+
 async fn drain_stderr(
     server: String,
     stderr: tokio::process::ChildStderr,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) {
-    let mut lines = BufReader::new(stderr).lines();
-    while let Ok(Some(line)) = lines.next_line().await {
-        tracing::debug!(target: "sprout::mcp::stderr", server = %server, "{line}");
-        let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
-        if tail.len() == STDERR_TAIL_LINES {
-            tail.pop_front();
+    let mut reader = BufReader::new(stderr);
+    let mut line: Vec<u8> = Vec::new();
+    let mut cut = false;
+    loop {
+        let chunk = match reader.fill_buf().await {
+            Ok([]) | Err(_) => break,
+            Ok(chunk) => chunk,
+        };
+        let (piece, newline) = match chunk.iter().position(|&b| b == b'\n') {
+            Some(end) => (&chunk[..end], true),
+            None => (chunk, false),
+        };
+        let room = STDERR_LINE_BYTES.saturating_sub(line.len());
+        cut |= piece.len() > room;
+        line.extend_from_slice(&piece[..piece.len().min(room)]);
+        let used = piece.len() + usize::from(newline);
+        reader.consume(used);
+        if newline {
+            keep_line(&server, &tail, &line, cut);
+            line.clear();
+            cut = false;
         }
-        tail.push_back(line);
     }
+    if !line.is_empty() {
+        keep_line(&server, &tail, &line, cut);
+    }
+}
+
+/// Logs one stderr line and keeps it in the tail.
+fn keep_line(server: &str, tail: &Mutex<VecDeque<String>>, line: &[u8], cut: bool) {
+    let mut text = String::from_utf8_lossy(line).into_owned();
+    if cut {
+        text.push_str(" […]");
+    }
+    tracing::debug!(target: "sprout::mcp::stderr", server = %server, "{text}");
+    let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
+    if tail.len() == STDERR_TAIL_LINES {
+        tail.pop_front();
+    }
+    tail.push_back(text);
 }

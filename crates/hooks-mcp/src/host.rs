@@ -101,6 +101,9 @@ struct Slot {
     /// The latest listing's tool definitions.
     tools: BTreeMap<String, Tool>,
     last_error: Option<String>,
+    /// An end reported for the current generation before its start was:
+    /// the server died right after starting.
+    ended_early: Option<String>,
 }
 
 /// The hook calls of one round in flight.
@@ -154,6 +157,7 @@ impl Host {
                 conn: None,
                 tools: BTreeMap::new(),
                 last_error: None,
+                ended_early: None,
             })
             .collect();
         let mut host = Host {
@@ -291,11 +295,12 @@ impl Host {
     }
 
     /// Gets a model tool call ready: resolves the name [H3], and restarts a
-    /// server that is down and due [T4] (waiting for that start). `Err` holds
-    /// the error result to give the model instead.
+    /// server that is down and due [T4] (waiting for that start, unless
+    /// `cancel` fires). `Err` holds the error result to give the model instead.
     pub async fn prepare_tool_call(
         &mut self,
         model_name: &str,
+        cancel: &CancellationToken,
     ) -> Result<PreparedCall, ToolOutput> {
         self.pump();
         let unknown = || ToolOutput::error(format!("unknown tool: {model_name}"));
@@ -309,7 +314,16 @@ impl Host {
             .map_err(|e| ToolOutput::error(e.to_string()))?;
         self.process(&mut Calls::default());
         while self.session.server_state(server) == ServerState::Starting {
-            let Some(notice) = self.notices_rx.recv().await else {
+            let notice = tokio::select! {
+                biased;
+                () = cancel.cancelled() => {
+                    return Err(ToolOutput::error(
+                        "the prompt was cancelled while the tool's server was starting",
+                    ));
+                }
+                notice = self.notices_rx.recv() => notice,
+            };
+            let Some(notice) = notice else {
                 break;
             };
             self.on_notice(notice);
@@ -382,6 +396,13 @@ impl Host {
                     }
                     return;
                 }
+                let result = match (result, slot.ended_early.take()) {
+                    (Ok((conn, _)), Some(reason)) => {
+                        tokio::spawn(async move { conn.close().await });
+                        Err(format!("it exited right after starting: {reason}"))
+                    }
+                    (result, _) => result,
+                };
                 match result {
                     Ok((conn, tools)) => {
                         let names = tools.iter().map(|t| t.name.to_string()).collect();
@@ -406,10 +427,16 @@ impl Host {
                 reason,
             } => {
                 let slot = &mut self.slots[server.0];
-                if generation == slot.generation && slot.conn.take().is_some() {
+                if generation != slot.generation {
+                    return;
+                }
+                if slot.conn.take().is_some() {
                     tracing::warn!(server = %slot.spec.name, "MCP server exited: {reason}");
                     slot.last_error = Some(reason.clone());
                     self.feed(Input::ServerExited { server, reason });
+                } else {
+                    // Its start is not reported yet: it will count as failed.
+                    slot.ended_early = Some(reason);
                 }
             }
         }
@@ -472,6 +499,7 @@ impl Host {
     fn spawn_start(&mut self, server: ServerId) {
         let slot = &mut self.slots[server.0];
         slot.generation += 1;
+        slot.ended_early = None;
         let generation = slot.generation;
         let spec = slot.spec.clone();
         let tx = self.notices_tx.clone();

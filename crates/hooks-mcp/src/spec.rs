@@ -43,7 +43,7 @@ pub enum TransportSpec {
     },
     /// A Streamable HTTP endpoint.
     Http {
-        /// The endpoint, `http://…`.
+        /// The endpoint, `http://…` or `https://…`.
         url: String,
     },
 }
@@ -219,18 +219,10 @@ fn server_spec(key: &str, value: &Value) -> Result<ServerSpec, SpecError> {
                 }
                 None => return Err(err(&at, "an http server needs \"url\"")),
             };
-            if url.starts_with("https://") {
+            if !url.starts_with("http://") && !url.starts_with("https://") {
                 return Err(err(
                     format!("{at}.url"),
-                    format!(
-                        "{url:?}: https is not supported by this build; use http:// (a local endpoint or a local proxy)"
-                    ),
-                ));
-            }
-            if !url.starts_with("http://") {
-                return Err(err(
-                    format!("{at}.url"),
-                    format!("{url:?} is not an http:// URL"),
+                    format!("{url:?} is not an http:// or https:// URL"),
                 ));
             }
             TransportSpec::Http { url }
@@ -405,7 +397,7 @@ mod tests {
             ),
             (
                 r#"{"mcpServers": {"a": {"type": "http", "url": "ftp://x"}}}"#,
-                "mcpServers.a.url: \"ftp://x\" is not an http:// URL",
+                "mcpServers.a.url: \"ftp://x\" is not an http:// or https:// URL",
             ),
         ];
         for (json, expected) in cases {

@@ -214,6 +214,11 @@ pub struct ModelArgs {
     /// The script of model turns (JSON Lines) for `--provider script`.
     #[arg(long, env = "SPROUT_AGENT_SCRIPT", value_name = "FILE")]
     pub script: Option<PathBuf>,
+    /// Most tokens the model may write per answer [default: 8192 for
+    /// anthropic (lower it for models that allow less); the server's own for
+    /// openai].
+    #[arg(long, env = "SPROUT_AGENT_MAX_OUTPUT_TOKENS", value_name = "N")]
+    pub max_output_tokens: Option<String>,
     /// Deadline of one model request attempt.
     #[arg(
         long,

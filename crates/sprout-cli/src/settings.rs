@@ -196,6 +196,17 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
         &args.model_timeout_ms,
         1..=3_600_000,
     )?;
+    let max_tokens = match &args.max_output_tokens {
+        None => None,
+        Some(value) => Some(number(
+            matches,
+            "max_output_tokens",
+            "--max-output-tokens",
+            "SPROUT_AGENT_MAX_OUTPUT_TOKENS",
+            value,
+            1..=1_000_000,
+        )? as u32),
+    };
     let http = HttpSettings {
         timeout: Duration::from_millis(timeout),
         ..HttpSettings::default()
@@ -226,12 +237,16 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
                 "--openai-base-url",
                 "OPENAI_COMPAT_BASE_URL",
             )?;
-            Ok(Arc::new(OpenAiCompat::new(
+            let mut client = OpenAiCompat::new(
                 &args.openai_base_url,
                 args.openai_api_key.clone(),
                 model,
                 http,
-            )))
+            );
+            if let Some(max) = max_tokens {
+                client = client.with_max_tokens(max);
+            }
+            Ok(Arc::new(client))
         }
         "anthropic" => {
             let key = args
@@ -249,12 +264,11 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
                 "--anthropic-base-url",
                 "ANTHROPIC_BASE_URL",
             )?;
-            Ok(Arc::new(Anthropic::new(
-                &args.anthropic_base_url,
-                key,
-                model,
-                http,
-            )))
+            let mut client = Anthropic::new(&args.anthropic_base_url, key, model, http);
+            if let Some(max) = max_tokens {
+                client = client.with_max_tokens(max);
+            }
+            Ok(Arc::new(client))
         }
         "script" => {
             let path = args

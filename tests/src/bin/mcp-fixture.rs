@@ -5,7 +5,7 @@
 //! mcp-fixture [--tools echo,read] [--hooks _Stop,_PostCompact,_stop]
 //!             [--stop SCRIPT] [--post-compact SCRIPT] [--init-delay MS]
 //!             [--page-size N] [--log FILE] [--grandchild] [--env-out FILE]
-//!             [--cycle]
+//!             [--cycle] [--stderr-flood BYTES] [--exit-after MS]
 //! ```
 //!
 //! A SCRIPT is a comma-separated list of steps; call number i of a hook runs
@@ -45,6 +45,10 @@ struct Options {
     env_out: Option<PathBuf>,
     /// Scripts start over after their last step instead of repeating it.
     cycle: bool,
+    /// Bytes written to stderr, without a newline, at start.
+    stderr_flood: usize,
+    /// Exit (status 4) this many ms after start.
+    exit_after: Option<u64>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -79,6 +83,14 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--log" => o.log = Some(PathBuf::from(value()?)),
             "--grandchild" => o.grandchild = true,
             "--cycle" => o.cycle = true,
+            "--stderr-flood" => {
+                o.stderr_flood = value()?
+                    .parse()
+                    .map_err(|e| format!("--stderr-flood: {e}"))?
+            }
+            "--exit-after" => {
+                o.exit_after = Some(value()?.parse().map_err(|e| format!("--exit-after: {e}"))?)
+            }
             "--env-out" => o.env_out = Some(PathBuf::from(value()?)),
             other => return Err(format!("unknown flag {other}")),
         }
@@ -184,6 +196,15 @@ async fn main() {
             Ok(child) => log.write(json!({"event": "grandchild", "pid": child.id()})),
             Err(e) => eprintln!("mcp-fixture: cannot spawn the grandchild: {e}"),
         }
+    }
+    if options.stderr_flood > 0 {
+        let _ = std::io::stderr().write_all(&vec![b'e'; options.stderr_flood]);
+    }
+    if let Some(ms) = options.exit_after {
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(ms)).await;
+            std::process::exit(4);
+        });
     }
     if options.init_delay > 0 {
         tokio::time::sleep(Duration::from_millis(options.init_delay)).await;

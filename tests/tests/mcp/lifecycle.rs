@@ -74,7 +74,11 @@ async fn failed_starts_are_reported_and_others_work() {
     assert!(matches!(reports[0].state, ServerState::Down { .. }));
     assert_eq!(reports[2].state, ServerState::Up);
     assert!(rig.has_event(|e| matches!(e, Event::ServerDown { server, cause: DownCause::StartFailed(_), .. } if server.as_str() == "missing")));
-    let call = rig.host.prepare_tool_call("fine__read").await.unwrap();
+    let call = rig
+        .host
+        .prepare_tool_call("fine__read", &Default::default())
+        .await
+        .unwrap();
     let out = call
         .run(
             json!({"x": 1}).as_object().unwrap().clone(),
@@ -131,7 +135,11 @@ async fn tool_calls_and_hidden_hooks_h3() {
     let tools: Vec<String> = rig.host.model_tools().into_iter().map(|t| t.name).collect();
     assert_eq!(tools, ["s__a", "s__b", "s__c", "s__d", "s__e"]);
     for name in ["s___Stop", "s__nothing", "nobody__a"] {
-        let err = rig.host.prepare_tool_call(name).await.unwrap_err();
+        let err = rig
+            .host
+            .prepare_tool_call(name, &Default::default())
+            .await
+            .unwrap_err();
         assert!(err.is_error);
         assert_eq!(err.text, format!("unknown tool: {name}"));
     }
@@ -141,7 +149,7 @@ async fn tool_calls_and_hidden_hooks_h3() {
     );
     let out = rig
         .host
-        .prepare_tool_call("s__c")
+        .prepare_tool_call("s__c", &Default::default())
         .await
         .unwrap()
         .run(Default::default(), Duration::from_secs(10))
@@ -176,4 +184,65 @@ async fn no_process_left_behind() {
     assert!(running.iter().all(|p| crate::support::alive(*p)));
     rig.host.shutdown().await;
     assert!(all_gone(&running).await, "shutdown left processes behind");
+}
+
+// A server that floods stderr without a newline cannot grow the agent's
+// memory: what is kept of a line is bounded, and shows in the start error.
+#[tokio::test]
+async fn stderr_floods_are_bounded() {
+    let options = HostOptions {
+        start_timeout: Duration::from_millis(3000),
+        ..HostOptions::default()
+    };
+    let rig = rig_with(
+        vec![fixture(
+            "flood",
+            &[
+                "--stderr-flood",
+                "5000000",
+                "--exit-after",
+                "300",
+                "--init-delay",
+                "10000",
+            ],
+        )],
+        Some("*"),
+        2500,
+        3,
+        options,
+    )
+    .await;
+    let error = rig.host.servers()[0].last_error.clone().unwrap();
+    assert!(error.contains("its stderr ends with"), "{error}");
+    assert!(
+        error.len() < 8 * 1024,
+        "the stderr tail was not bounded: {} bytes",
+        error.len()
+    );
+    rig.host.shutdown().await;
+}
+
+// A server that dies right after starting is never left marked up, whichever
+// of its start and its end the host hears first; a tool call gets an error.
+#[tokio::test]
+async fn a_server_dying_right_after_start_is_down() {
+    let mut rig = rig(
+        vec![fixture("brief", &["--tools", "t", "--exit-after", "150"])],
+        Some("*"),
+        2500,
+        3,
+    )
+    .await;
+    let id = hooks_core::ServerId(0);
+    let mut down = false;
+    for _ in 0..100 {
+        rig.host.model_tools();
+        if !matches!(rig.host.session().server_state(id), ServerState::Up) {
+            down = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(down, "a dead server stayed up");
+    rig.host.shutdown().await;
 }

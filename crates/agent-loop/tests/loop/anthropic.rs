@@ -41,12 +41,14 @@ fn history() -> Vec<Message> {
     history.extend(agent_loop::message::injection_pair(&Injection::new(
         HookPoint::Stop,
         &server,
+        0,
         1,
         "open items",
     )));
     history.extend(agent_loop::message::injection_pair(&Injection::new(
         HookPoint::PostCompact,
         &server,
+        0,
         2,
         "- [ ] a",
     )));
@@ -109,7 +111,7 @@ async fn merges_turns_so_roles_alternate_i1_p2() {
     assert_eq!(shape, expected);
     assert_eq!(
         messages[1]["content"][1],
-        json!({"type": "tool_use", "id": "sprout-hook-1-todo", "name": "todo___Stop", "input": {}})
+        json!({"type": "tool_use", "id": "sprout-1-0", "name": "todo___Stop", "input": {}})
     );
     assert_eq!(
         messages[2]["content"][0]["content"],

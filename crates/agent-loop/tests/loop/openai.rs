@@ -10,7 +10,7 @@ use crate::support::{FakeApi, http_settings};
 
 fn history() -> Vec<Message> {
     let server = ServerName::new("todo").unwrap();
-    let injection = Injection::new(HookPoint::Stop, &server, 1, "1 item open");
+    let injection = Injection::new(HookPoint::Stop, &server, 0, 1, "1 item open");
     let mut history = vec![
         Message::user("build it"),
         Message::Assistant {

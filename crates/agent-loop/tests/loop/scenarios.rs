@@ -370,3 +370,60 @@ async fn truncation_fallback_still_runs_post_compact_p1() {
     );
     assert!(last.iter().any(|m| matches!(m, Message::Assistant { tool_calls, .. } if tool_calls.iter().any(|c| c.name == "todo___PostCompact"))));
 }
+
+// When the provider's count passes the threshold but the history holds
+// nothing that could go (a large system prompt, say), the history is left
+// as it is rather than rewritten every round.
+#[tokio::test]
+async fn no_rewrite_when_nothing_can_be_dropped() {
+    let mut first = say("short");
+    first.usage = Some(Usage {
+        input_tokens: 5000,
+        output_tokens: 10,
+    });
+    let model = Recorder::with(
+        vec![
+            Ok(call(&[("c1", "todo__todo", "{}")])),
+            Ok(first),
+            Ok(say("done")),
+        ],
+        None,
+    );
+    let gateway = FakeGateway::new(vec![todo_server(vec![Some("")])], Some("*"), 3);
+    let settings = AgentSettings {
+        system_prompt: "s".repeat(16_000),
+        compaction: CompactionSettings {
+            context_window: 4000,
+            threshold: 0.8,
+            max_summaries: 0,
+        },
+        ..AgentSettings::default()
+    };
+    let (mut agent, events) = agent(model.clone(), gateway, settings);
+    let outcome = agent.run_prompt("tiny", &CancellationToken::new()).await;
+    assert!(outcome.reason.is_normal(), "{outcome:?}");
+    assert!(
+        !events
+            .lock()
+            .unwrap()
+            .iter()
+            .any(|e| matches!(e, AgentEvent::Compacted { .. }))
+    );
+    assert_eq!(
+        model.requests.lock().unwrap()[1].messages[0],
+        Message::user("tiny")
+    );
+}
+
+// A prompt left open by a caller that dropped run_prompt midway does not
+// block the next one.
+#[tokio::test]
+async fn a_prompt_left_open_does_not_block_the_next() {
+    let model = Recorder::new(vec![say("hello")]);
+    let gateway = FakeGateway::new(vec![todo_server(vec![Some("")])], Some("*"), 3);
+    let (mut agent, _) = agent(model, gateway, AgentSettings::default());
+    use agent_loop::Gateway as _;
+    agent.gateway_mut().begin_prompt().unwrap();
+    let outcome = agent.run_prompt("next", &CancellationToken::new()).await;
+    assert_eq!(outcome.reason, EndReason::NoObjection);
+}

@@ -299,8 +299,8 @@ fn s4_i3_objections_injected_in_configuration_order() {
               hook a._Stop round 1: objection "a objects too" after 40ms
               decided (round 1): objection honoured from [a c], budget 1/3
               => continue with 2 pair(s)
-                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"a objects too"}
-                 sprout-hook-1-c c___Stop({}) -> {"hook":"_Stop","server":"c","text":"c objects"}
+                 sprout-1-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"a objects too"}
+                 sprout-1-2 c___Stop({}) -> {"hook":"_Stop","server":"c","text":"c objects"}
         "#]],
     );
 }
@@ -405,7 +405,7 @@ fn s2_consecutive_end_turn_is_declined() {
               hook a._Stop round 1: objection "tests fail" after 0ms
               decided (round 1): objection honoured from [a], budget 1/5
               => continue with 1 pair(s)
-                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"tests fail"}
+                 sprout-1-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"tests fail"}
             [0ms] model end_turn
               decided: prompt ended, declined
               => end: declined
@@ -417,7 +417,7 @@ fn s2_consecutive_end_turn_is_declined() {
               hook a._Stop round 2: objection "still failing" after 0ms
               decided (round 2): objection honoured from [a], budget 2/5
               => continue with 1 pair(s)
-                 sprout-hook-2-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"still failing"}
+                 sprout-2-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"still failing"}
             [0ms] model tool_use 1
               => run tools
             [0ms] model end_turn
@@ -427,7 +427,7 @@ fn s2_consecutive_end_turn_is_declined() {
               hook a._Stop round 3: objection "one more" after 0ms
               decided (round 3): objection honoured from [a], budget 3/5
               => continue with 1 pair(s)
-                 sprout-hook-3-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"one more"}
+                 sprout-3-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"one more"}
         "#]],
     );
 }
@@ -462,7 +462,7 @@ fn s2_rule_does_not_carry_across_prompts() {
               hook a._Stop round 1: objection "object" after 0ms
               decided (round 1): objection honoured from [a], budget 1/3
               => continue with 1 pair(s)
-                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"object"}
+                 sprout-1-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"object"}
             [0ms] abort cancelled
               decided: prompt ended, cancelled
               => end: cancelled
@@ -474,7 +474,7 @@ fn s2_rule_does_not_carry_across_prompts() {
               hook a._Stop round 2: objection "object again" after 0ms
               decided (round 2): objection honoured from [a], budget 2/3
               => continue with 1 pair(s)
-                 sprout-hook-2-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"object again"}
+                 sprout-2-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"object again"}
         "#]],
     );
 }
@@ -524,8 +524,8 @@ fn s3_budget_is_per_session_and_per_round() {
               hook b._Stop round 1: objection "b says no" after 0ms
               decided (round 1): objection honoured from [a b], budget 1/2
               => continue with 2 pair(s)
-                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"a says no"}
-                 sprout-hook-1-b b___Stop({}) -> {"hook":"_Stop","server":"b","text":"b says no"}
+                 sprout-1-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"a says no"}
+                 sprout-1-1 b___Stop({}) -> {"hook":"_Stop","server":"b","text":"b says no"}
             [0ms] model tool_use 1
               => run tools
             [0ms] model end_turn
@@ -538,7 +538,7 @@ fn s3_budget_is_per_session_and_per_round() {
               hook b._Stop round 2: empty after 0ms
               decided (round 2): objection honoured from [a], budget 2/2
               => continue with 1 pair(s)
-                 sprout-hook-2-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"no"}
+                 sprout-2-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"no"}
             [0ms] model tool_use 1
               => run tools
             [0ms] model end_turn
@@ -715,7 +715,7 @@ fn r4_long_answers_are_capped() {
               hook a._Stop round 1: objection "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(16442 bytes)…xx\n[sprout: hook answer cut here, 3616 more bytes not shown]" after 0ms
               decided (round 1): objection honoured from [a], budget 1/3
               => continue with 1 pair(s)
-                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"xxxxxxxxxxxxxxxxxxxxxxx…(16482 bytes)…n[sprout: hook answer cut here, 3616 more bytes not shown]"}
+                 sprout-1-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"xxxxxxxxxxxxxxxxxxxxxxx…(16482 bytes)…n[sprout: hook answer cut here, 3616 more bytes not shown]"}
         "#]],
     );
 }
@@ -770,7 +770,7 @@ fn t1_t2_one_deadline_per_round() {
               hook c._Stop round 1: timeout after 1000ms
               decided (round 1): objection honoured from [b], budget 1/3
               => continue with 1 pair(s)
-                 sprout-hook-1-b b___Stop({}) -> {"hook":"_Stop","server":"b","text":"b objects in time"}
+                 sprout-1-1 b___Stop({}) -> {"hook":"_Stop","server":"b","text":"b objects in time"}
             [1000ms] reply 1 too late
             [1000ms] model tool_use 1
               => run tools
@@ -1018,7 +1018,7 @@ fn t4_crashes_and_start_failures_count() {
             [0ms] prompt
             [0ms] model end_turn
               call #1 b._Stop by 2500ms
-              round 1 _Stop: [b] by 2500ms
+              round 1 _Stop: [b] by 2500ms, left out [a]
             [0ms] exit b pipe closed
               hook b._Stop round 1: crashed after 0ms
               server b down: crashed (pipe closed), failures 1, retry from 250ms
@@ -1136,8 +1136,8 @@ fn p1_p3_post_compact_reinjects() {
               hook a._PostCompact round 1: injection "a todo list" after 0ms
               decided (round 1): reinject from [a b]
               => reinject with 2 pair(s)
-                 sprout-hook-1-a a___PostCompact({}) -> {"hook":"_PostCompact","server":"a","text":"a todo list"}
-                 sprout-hook-1-b b___PostCompact({}) -> {"hook":"_PostCompact","server":"b","text":"b state"}
+                 sprout-1-0 a___PostCompact({}) -> {"hook":"_PostCompact","server":"a","text":"a todo list"}
+                 sprout-1-1 b___PostCompact({}) -> {"hook":"_PostCompact","server":"b","text":"b state"}
             [0ms] compacted 3
               call #3 a._PostCompact by 2500ms
               call #4 b._PostCompact by 2500ms
@@ -1148,7 +1148,7 @@ fn p1_p3_post_compact_reinjects() {
               hook b._PostCompact round 2: injection "timeout-free" after 0ms
               decided (round 2): reinject from [b]
               => reinject with 1 pair(s)
-                 sprout-hook-2-b b___PostCompact({}) -> {"hook":"_PostCompact","server":"b","text":"timeout-free"}
+                 sprout-2-1 b___PostCompact({}) -> {"hook":"_PostCompact","server":"b","text":"timeout-free"}
             [0ms] model end_turn
               call #5 a._Stop by 2500ms
               round 3 _Stop: [a] by 2500ms
@@ -1156,7 +1156,7 @@ fn p1_p3_post_compact_reinjects() {
               hook a._Stop round 3: objection "object" after 0ms
               decided (round 3): objection honoured from [a], budget 1/1
               => continue with 1 pair(s)
-                 sprout-hook-3-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"object"}
+                 sprout-3-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"object"}
         "#]],
     );
 }
@@ -1214,7 +1214,7 @@ fn s2_compaction_does_not_reset_the_rule() {
               hook a._Stop round 1: objection "not yet" after 0ms
               decided (round 1): objection honoured from [a], budget 1/3
               => continue with 1 pair(s)
-                 sprout-hook-1-a a___Stop({}) -> {"hook":"_Stop","server":"a","text":"not yet"}
+                 sprout-1-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"not yet"}
             [0ms] compacted 4
               call #2 a._PostCompact by 2500ms
               round 2 _PostCompact: [a] by 2500ms
@@ -1222,7 +1222,7 @@ fn s2_compaction_does_not_reset_the_rule() {
               hook a._PostCompact round 2: injection "list" after 0ms
               decided (round 2): reinject from [a]
               => reinject with 1 pair(s)
-                 sprout-hook-2-a a___PostCompact({}) -> {"hook":"_PostCompact","server":"a","text":"list"}
+                 sprout-2-0 a___PostCompact({}) -> {"hook":"_PostCompact","server":"a","text":"list"}
             [0ms] model end_turn
               decided: prompt ended, declined
               => end: declined
@@ -1271,6 +1271,53 @@ fn usage_errors_leave_the_state_alone() {
               hook a._Stop round 1: empty after 0ms
               decided (round 1): prompt ended, no_objection
               => end: no_objection
+        "#]],
+    );
+}
+
+// [T4]: a server that never started has no tool a call could want; the next
+// prompt after its backoff is its next use, and it sits out rounds (it may
+// list the hook) until it is up.
+#[test]
+fn t4_never_started_server_restarts_on_next_prompt() {
+    check(
+        r"
+        servers a
+        allow *
+        fail a npx timed out
+        prompt
+        model end_turn        # left out, backoff not over
+        at 300
+        prompt                # due: restarted
+        up a _Stop
+        model end_turn
+        reply 1 now I object
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] fail a npx timed out
+              server a down: start failed (npx timed out), failures 1, retry from 250ms
+            [0ms] prompt
+            [0ms] model end_turn
+              round 1 _Stop: [] by 2500ms, left out [a]
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+            [300ms] at 300
+            [300ms] prompt
+              start a
+              starting a, attempt 2
+            [300ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [300ms] model end_turn
+              call #1 a._Stop by 2800ms
+              round 2 _Stop: [a] by 2800ms
+            [300ms] reply 1 now I object
+              hook a._Stop round 2: objection "now I object" after 0ms
+              decided (round 2): objection honoured from [a], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-2-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"now I object"}
         "#]],
     );
 }
