@@ -71,7 +71,15 @@ fn ci() -> Result<(), String> {
 /// `sprout-bench` with the remaining arguments.
 fn bench(args: &[String]) -> Result<(), String> {
     let quick = args.iter().any(|a| a == "--quick");
-    let mut build = vec!["build", "--locked", "-p", "sprout-tests", "--bins"];
+    let mut build = vec![
+        "build",
+        "--locked",
+        "-p",
+        "sprout-tests",
+        "-p",
+        "sprout-cli",
+        "--bins",
+    ];
     if !quick {
         build.push("--release");
     }

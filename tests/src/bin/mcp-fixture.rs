@@ -6,6 +6,7 @@
 //!             [--stop SCRIPT] [--post-compact SCRIPT] [--init-delay MS]
 //!             [--page-size N] [--log FILE] [--grandchild] [--env-out FILE]
 //!             [--cycle] [--stderr-flood BYTES] [--exit-after MS]
+//!             [--tool-bytes N]
 //! ```
 //!
 //! A SCRIPT is a comma-separated list of steps; call number i of a hook runs
@@ -49,6 +50,8 @@ struct Options {
     stderr_flood: usize,
     /// Exit (status 4) this many ms after start.
     exit_after: Option<u64>,
+    /// Plain tools answer this many bytes instead of echoing their arguments.
+    tool_bytes: Option<usize>,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -83,6 +86,9 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--log" => o.log = Some(PathBuf::from(value()?)),
             "--grandchild" => o.grandchild = true,
             "--cycle" => o.cycle = true,
+            "--tool-bytes" => {
+                o.tool_bytes = Some(value()?.parse().map_err(|e| format!("--tool-bytes: {e}"))?)
+            }
             "--stderr-flood" => {
                 o.stderr_flood = value()?
                     .parse()
@@ -219,8 +225,12 @@ async fn main() {
             format!("fixture tool {name}: echoes its arguments"),
             any_object_schema(),
         );
-        server = server.tool(tool, |args, _| async move {
-            text(serde_json::Value::Object(args).to_string())
+        let bytes = options.tool_bytes;
+        server = server.tool(tool, move |args, _| async move {
+            match bytes {
+                Some(n) => text("r".repeat(n)),
+                None => text(serde_json::Value::Object(args).to_string()),
+            }
         });
     }
     for hook in &options.hooks {

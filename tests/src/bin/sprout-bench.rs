@@ -290,6 +290,162 @@ async fn startup(fixture: &std::path::Path, n: usize, reps: usize) -> Stats {
     stats(samples)
 }
 
+/// A model that answers at once: `rounds - 1` turns calling `fx__t`, then an
+/// end of turn. It keeps the time spent inside it.
+struct InstantModel {
+    turns: std::sync::atomic::AtomicUsize,
+    rounds: usize,
+    own_time: std::sync::Mutex<Duration>,
+}
+
+#[async_trait::async_trait]
+impl agent_loop::Model for InstantModel {
+    async fn complete(
+        &self,
+        _request: agent_loop::ModelRequest<'_>,
+    ) -> Result<agent_loop::ModelResponse, agent_loop::ModelError> {
+        let started = Instant::now();
+        let n = self.turns.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        let response = if n + 1 < self.rounds {
+            agent_loop::ModelResponse {
+                text: String::new(),
+                tool_calls: vec![agent_loop::ToolCall {
+                    id: format!("c{n}"),
+                    name: "fx__t".into(),
+                    arguments: "{}".into(),
+                }],
+                stop: StopReason::ToolUse,
+                usage: None,
+            }
+        } else {
+            agent_loop::ModelResponse {
+                text: "done".into(),
+                tool_calls: vec![],
+                stop: StopReason::EndTurn,
+                usage: None,
+            }
+        };
+        *self.own_time.lock().unwrap_or_else(|e| e.into_inner()) += started.elapsed();
+        Ok(response)
+    }
+
+    fn describe(&self) -> String {
+        "instant".into()
+    }
+}
+
+/// Figure 4: the agent's own time per tool round in a `rounds`-round prompt
+/// (a real stdio tool server with a trivial tool and a `_Stop` hook), total
+/// minus the model's own time, divided by the rounds.
+async fn agent_overhead(fixture: &std::path::Path, rounds: usize, reps: usize) -> Stats {
+    let mut samples = Vec::with_capacity(reps);
+    for _ in 0..reps {
+        let host = start(
+            fixtures_named(
+                fixture,
+                "fx",
+                &["--tools", "t", "--hooks", "_Stop", "--stop", "empty"],
+            ),
+            10_000,
+        )
+        .await;
+        let model = Arc::new(InstantModel {
+            turns: Default::default(),
+            rounds,
+            own_time: Default::default(),
+        });
+        let settings = agent_loop::AgentSettings {
+            max_rounds: rounds as u32 + 1,
+            ..agent_loop::AgentSettings::default()
+        };
+        let mut agent = agent_loop::Agent::new(
+            model.clone(),
+            host,
+            settings,
+            Arc::new(|_: &agent_loop::AgentEvent| {}),
+        );
+        let started = Instant::now();
+        let outcome = agent.run_prompt("bench", &CancellationToken::new()).await;
+        let total = started.elapsed();
+        assert_eq!(outcome.rounds as usize, rounds);
+        agent.into_gateway().shutdown().await;
+        let own = *model.own_time.lock().unwrap_or_else(|e| e.into_inner());
+        samples.push(total.saturating_sub(own) / rounds as u32);
+    }
+    stats(samples)
+}
+
+fn fixtures_named(fixture: &std::path::Path, name: &str, args: &[&str]) -> Vec<ServerSpec> {
+    let name = ServerName::new(name).expect("valid name");
+    vec![ServerSpec::stdio(
+        name,
+        fixture.to_string_lossy(),
+        args.iter().map(|a| a.to_string()).collect(),
+    )]
+}
+
+/// Figure 6: peak resident memory of `sprout run` over a `rounds`-round
+/// prompt whose tool returns `bytes` bytes each time, read from /proc.
+fn peak_memory(
+    sprout: &std::path::Path,
+    fixture: &std::path::Path,
+    rounds: usize,
+    bytes: usize,
+) -> Result<u64, String> {
+    let dir = std::env::temp_dir().join(format!("sprout-bench-mem-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).map_err(|e| e.to_string())?;
+    let mut script = String::new();
+    for n in 0..rounds - 1 {
+        script.push_str(
+            &json!({"tool_calls": [{"name": "fx__t", "id": format!("c{n}")}]}).to_string(),
+        );
+        script.push('\n');
+    }
+    script.push_str(&json!({"text": "done"}).to_string());
+    let script_path = dir.join("script.jsonl");
+    let config_path = dir.join("mcp.json");
+    std::fs::write(&script_path, script).map_err(|e| e.to_string())?;
+    let config = json!({"mcpServers": {"fx": {"command": fixture, "args": ["--tools", "t", "--tool-bytes", bytes.to_string()]}}});
+    std::fs::write(&config_path, config.to_string()).map_err(|e| e.to_string())?;
+    let mut child = Command::new(sprout)
+        .args([
+            "run",
+            "bench",
+            "--provider",
+            "script",
+            "--context-window",
+            "10000000",
+            "--max-rounds",
+            &(rounds + 1).to_string(),
+        ])
+        .arg("--script")
+        .arg(&script_path)
+        .arg("--mcp-config")
+        .arg(&config_path)
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .map_err(|e| format!("cannot run {}: {e}", sprout.display()))?;
+    let status_path = format!("/proc/{}/status", child.id());
+    let mut peak_kb = 0;
+    loop {
+        if let Ok(status) = std::fs::read_to_string(&status_path)
+            && let Some(kb) = status
+                .lines()
+                .find_map(|l| l.strip_prefix("VmHWM:"))
+                .and_then(|v| v.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+        {
+            peak_kb = peak_kb.max(kb);
+        }
+        if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    let _ = std::fs::remove_dir_all(&dir);
+    Ok(peak_kb * 1024)
+}
+
 /// Figure 7: hooks-core decisions per second on a realistic mix: per prompt,
 /// a tool round, an objected end-of-turn, a tool round, a clean end-of-turn,
 /// against four servers.
@@ -443,6 +599,24 @@ async fn main() {
             s,
             None,
         );
+    }
+    let s = agent_overhead(&args.fixture, 50, if args.quick { 1 } else { 10 }).await;
+    report.row(
+        "4",
+        "agent overhead per tool round (50 rounds)",
+        s,
+        Some(floor),
+    );
+    match peak_memory(&sibling("sprout"), &args.fixture, 50, 20 * 1024) {
+        Ok(bytes) => report.value(
+            "6",
+            "peak RSS of sprout run, 50 rounds x 20 KB",
+            bytes as f64 / (1024.0 * 1024.0),
+            "MiB",
+        ),
+        Err(e) => eprintln!(
+            "sprout-bench: figure 6 skipped: {e} (build sprout: cargo build -p sprout-cli)"
+        ),
     }
     let rate = core_rate(if args.quick {
         Duration::from_millis(200)
