@@ -114,3 +114,52 @@ fn hooks_call_runs_one_round_like_the_agent() {
         text(&out.stdout)
     );
 }
+
+// The gate server runs its command in its own process group and kills that
+// group when the agent cancels the call (the hook deadline passed).
+#[test]
+fn gate_kills_its_command_when_the_call_is_cancelled() {
+    let scratch = Scratch::new("gate");
+    let pidfile = scratch.path("command.pid");
+    let script = format!("echo $$ > {pidfile}; exec sleep 60");
+    let config = serde_json::json!({"mcpServers": {"gate": {
+        "command": crate::support::sprout(),
+        "args": ["hook-server", "gate", "--", "sh", "-c", script],
+    }}});
+    let config_path = scratch.path("mcp.json");
+    std::fs::write(&config_path, config.to_string()).unwrap();
+    let out = run_sprout(
+        &[
+            "hooks",
+            "call",
+            "_Stop",
+            "--server",
+            "gate",
+            "--mcp-config",
+            &config_path,
+            "--hook-timeout-ms",
+            "1500",
+        ],
+        &[],
+        &scratch.0,
+    );
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("gate._Stop: timeout"),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let pid: u32 = std::fs::read_to_string(&pidfile)
+        .expect("the command ran")
+        .trim()
+        .parse()
+        .unwrap();
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while crate::support::alive(pid) {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the gate's command outlived the cancelled call"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+}

@@ -427,3 +427,44 @@ async fn a_prompt_left_open_does_not_block_the_next() {
     let outcome = agent.run_prompt("next", &CancellationToken::new()).await;
     assert_eq!(outcome.reason, EndReason::NoObjection);
 }
+
+// Cancellation during a compaction's summary request ends the prompt at
+// once; the history stays usable and the next prompt works.
+#[tokio::test]
+async fn cancellation_during_the_summary_request() {
+    let mut first = call(&[("c1", "todo__todo", "{}")]);
+    first.usage = Some(Usage {
+        input_tokens: 900,
+        output_tokens: 50,
+    });
+    // Request 2 is the summary request: it hangs until cancelled.
+    let model = Recorder::with(
+        vec![Ok(first), Ok(say("a summary")), Ok(say("done"))],
+        Some(2),
+    );
+    let gateway = FakeGateway::new(vec![todo_server(vec![Some("")])], Some("*"), 3);
+    let settings = AgentSettings {
+        compaction: CompactionSettings {
+            context_window: 1000,
+            threshold: 0.8,
+            max_summaries: 3,
+        },
+        ..AgentSettings::default()
+    };
+    let (mut agent, _) = agent(model.clone(), gateway, settings);
+    let cancel = CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+        trigger.cancel();
+    });
+    let outcome = agent.run_prompt("big task", &cancel).await;
+    assert_eq!(outcome.reason, EndReason::Cancelled);
+    assert!(
+        model.requests.lock().unwrap()[1].tools.is_empty(),
+        "request 2 was the summary request"
+    );
+    agent_loop::message::check_pairing(agent.history()).unwrap();
+    let next = agent.run_prompt("go on", &CancellationToken::new()).await;
+    assert!(next.reason.is_normal(), "{next:?}");
+}

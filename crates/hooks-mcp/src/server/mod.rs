@@ -140,14 +140,25 @@ impl ToolServer {
     /// The rmcp handler, to serve over any transport (stdio, HTTP, a duplex
     /// pipe in tests).
     pub fn into_handler(self) -> ToolServerHandler {
-        ToolServerHandler(Arc::new(self))
+        ToolServerHandler {
+            server: Arc::new(self),
+            gone: CancellationToken::new(),
+        }
     }
 
     /// Serves over this process's stdin and stdout until the client goes.
+    /// When stdin closes, every call in flight sees its token cancelled at
+    /// once, so work a hook started (a gate's command) stops before the
+    /// server exits, and the client's grace period is not spent waiting.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
-        let running = self
-            .into_handler()
-            .serve(rmcp::transport::stdio_pipes())
+        let handler = self.into_handler();
+        let (stdin, stdout) = rmcp::transport::stdio_pipes();
+        let stdin = EofSignal {
+            inner: stdin,
+            gone: handler.gone.clone(),
+        };
+        let running = handler
+            .serve((stdin, stdout))
             .await
             .map_err(std::io::Error::other)?;
         running.waiting().await.map_err(std::io::Error::other)?;
@@ -155,18 +166,45 @@ impl ToolServer {
     }
 }
 
+/// A reader that cancels `gone` when it reaches the end of its input.
+struct EofSignal<R> {
+    inner: R,
+    gone: CancellationToken,
+}
+
+impl<R: tokio::io::AsyncRead + Unpin> tokio::io::AsyncRead for EofSignal<R> {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        let (before, room) = (buf.filled().len(), buf.remaining());
+        let poll = std::pin::Pin::new(&mut self.inner).poll_read(cx, buf);
+        if let std::task::Poll::Ready(result) = &poll
+            && (result.is_err() || (room > 0 && buf.filled().len() == before))
+        {
+            self.gone.cancel();
+        }
+        poll
+    }
+}
+
 /// [`ToolServer`] as an rmcp `ServerHandler`.
 #[derive(Clone, Debug)]
-pub struct ToolServerHandler(Arc<ToolServer>);
+pub struct ToolServerHandler {
+    server: Arc<ToolServer>,
+    /// Cancelled when the client is gone (stdin closed).
+    gone: CancellationToken,
+}
 
 impl ServerHandler for ToolServerHandler {
     fn get_info(&self) -> ServerConfig {
         let config = ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
             .with_server_info(Implementation::new(
-                self.0.name.clone(),
+                self.server.name.clone(),
                 env!("CARGO_PKG_VERSION"),
             ));
-        match &self.0.instructions {
+        match &self.server.instructions {
             Some(text) => config.with_instructions(text.clone()),
             None => config,
         }
@@ -178,7 +216,7 @@ impl ServerHandler for ToolServerHandler {
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
         Ok(ListToolsResult::with_all_items(
-            self.0.tools.iter().map(|(t, _)| t.clone()).collect(),
+            self.server.tools.iter().map(|(t, _)| t.clone()).collect(),
         ))
     }
 
@@ -187,13 +225,28 @@ impl ServerHandler for ToolServerHandler {
         request: CallToolRequestParams,
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
-        let Some((_, handler)) = self.0.tools.iter().find(|(t, _)| t.name == request.name) else {
+        let Some((_, handler)) = self
+            .server
+            .tools
+            .iter()
+            .find(|(t, _)| t.name == request.name)
+        else {
             return Err(ErrorData::invalid_params(
                 format!("unknown tool: {}", request.name),
                 None,
             ));
         };
         let arguments = request.arguments.unwrap_or_default();
-        handler(arguments, context.ct.clone()).await.map(Into::into)
+        // The call's token fires on notifications/cancelled or when the
+        // client is gone, whichever comes first.
+        let token = self.gone.child_token();
+        let (request, linked) = (context.ct.clone(), token.clone());
+        let link = tokio::spawn(async move {
+            request.cancelled().await;
+            linked.cancel();
+        });
+        let result = handler(arguments, token).await.map(Into::into);
+        link.abort();
+        result
     }
 }
