@@ -39,6 +39,23 @@ pub enum Command {
         #[arg(long)]
         json: bool,
     },
+    /// Serve the Agent Client Protocol on stdio, for editors such as Zed.
+    /// Sessions get the client's MCP servers (after any from --mcp-config).
+    Acp {
+        #[command(flatten)]
+        session: SessionArgs,
+        #[command(flatten)]
+        model: ModelArgs,
+        /// The largest protocol frame read, in bytes; a larger one gets a
+        /// JSON-RPC error.
+        #[arg(
+            long,
+            env = "SPROUT_ACP_MAX_FRAME_BYTES",
+            value_name = "BYTES",
+            default_value = "8388608"
+        )]
+        max_frame_bytes: String,
+    },
     /// Inspect and exercise hooks.
     Hooks {
         #[command(subcommand)]

@@ -6,6 +6,7 @@
 //! - [`render`]: the event stream for a person, or as JSON Lines.
 //! - [`demo`]: the offline demo's script and settings.
 
+pub mod acp;
 pub mod cli;
 pub mod demo;
 pub mod render;
@@ -137,6 +138,36 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
             )
             .await;
             Ok(code)
+        }
+        Command::Acp {
+            session,
+            model,
+            max_frame_bytes,
+        } => {
+            let m = sub(matches, "acp");
+            if session.json {
+                return Err(ConfigProblem(
+                    "--json does not apply to acp: stdout carries the protocol".into(),
+                ));
+            }
+            let max_frame_bytes = max_frame_bytes
+                .trim()
+                .parse::<usize>()
+                .ok()
+                .filter(|n| (1024..=1 << 30).contains(n))
+                .ok_or_else(|| ConfigProblem(format!("SPROUT_ACP_MAX_FRAME_BYTES={max_frame_bytes:?} is not valid: expected a number of bytes from 1024 to 1073741824")))?;
+            let config = acp::AcpConfig {
+                hooks: settings::hook_config(&session, m)?,
+                host: settings::host_options(&session, m)?,
+                agent: settings::agent_settings(&session, m)?,
+                model: settings::model(&model, m)?,
+                max_frame_bytes,
+                servers: settings::servers(&session)?,
+            };
+            Ok(match acp::serve(config).await {
+                Ok(()) => EXIT_OK,
+                Err(e) => fail(&e),
+            })
         }
         Command::Hooks {
             command: HooksCommand::List { session },

@@ -6,7 +6,7 @@
 //!             [--stop SCRIPT] [--post-compact SCRIPT] [--init-delay MS]
 //!             [--page-size N] [--log FILE] [--grandchild] [--env-out FILE]
 //!             [--cycle] [--stderr-flood BYTES] [--exit-after MS]
-//!             [--tool-bytes N]
+//!             [--tool-bytes N] [--tool-delay MS]
 //! ```
 //!
 //! A SCRIPT is a comma-separated list of steps; call number i of a hook runs
@@ -52,6 +52,8 @@ struct Options {
     exit_after: Option<u64>,
     /// Plain tools answer this many bytes instead of echoing their arguments.
     tool_bytes: Option<usize>,
+    /// Plain tools wait this many ms (or until cancelled) before answering.
+    tool_delay: u64,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -86,6 +88,9 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--log" => o.log = Some(PathBuf::from(value()?)),
             "--grandchild" => o.grandchild = true,
             "--cycle" => o.cycle = true,
+            "--tool-delay" => {
+                o.tool_delay = value()?.parse().map_err(|e| format!("--tool-delay: {e}"))?
+            }
             "--tool-bytes" => {
                 o.tool_bytes = Some(value()?.parse().map_err(|e| format!("--tool-bytes: {e}"))?)
             }
@@ -225,8 +230,14 @@ async fn main() {
             format!("fixture tool {name}: echoes its arguments"),
             any_object_schema(),
         );
-        let bytes = options.tool_bytes;
-        server = server.tool(tool, move |args, _| async move {
+        let (bytes, delay) = (options.tool_bytes, options.tool_delay);
+        server = server.tool(tool, move |args, cancel| async move {
+            if delay > 0 {
+                tokio::select! {
+                    () = tokio::time::sleep(Duration::from_millis(delay)) => {}
+                    () = cancel.cancelled() => return Err(ErrorData::internal_error("cancelled", None)),
+                }
+            }
             match bytes {
                 Some(n) => text("r".repeat(n)),
                 None => text(serde_json::Value::Object(args).to_string()),

@@ -12,3 +12,5 @@ mod run;
 mod hooks;
 // Every bad input exits 2 with a message naming it.
 mod errors;
+// `sprout acp`: the Agent Client Protocol over the binary's stdio.
+mod acp;

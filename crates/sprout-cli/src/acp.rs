@@ -1,0 +1,561 @@
+//! `sprout acp`: Sprout as an Agent Client Protocol agent over stdio.
+//!
+//! Editors (Zed, JetBrains) and desktop apps drive agents with ACP: JSON-RPC
+//! 2.0, one message per line. This module serves `initialize`,
+//! `session/new` (the client's `cwd` and `mcpServers`), `session/prompt` and
+//! `session/cancel` with the official `agent-client-protocol` SDK. Each session
+//! is its own agent with its own MCP servers and its own hook budget [S3]; one
+//! prompt runs at a time per session (a second gets an error, not a queue).
+//!
+//! What the client sees: the model's text as `agent_message_chunk`, tool calls
+//! as `tool_call` / `tool_call_update`, each hook round as a tool call of its
+//! own (title, per-server outcomes, the decision) and every hook event in
+//! `_meta["sprout/event"]`, and the prompt's end as a stop reason with our
+//! reason in `_meta["sprout/end"]`.
+//!
+//! Stdout carries nothing but protocol frames; logs go to stderr. Frames are
+//! read with a size cap: an oversized or malformed frame is answered with a
+//! JSON-RPC error and the connection goes on.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::schema::ProtocolVersion;
+use agent_client_protocol::v1::{ConnectionTo, schema as s};
+use agent_client_protocol::{
+    self as acp, Agent, Client, on_receive_notification, on_receive_request,
+};
+use agent_loop::{AgentEvent, AgentSettings, Model};
+use futures::StreamExt;
+use hooks_core::{EndReason, Event, HookConfig, ServerName, StopReason};
+use hooks_mcp::{Host, HostOptions, ServerSpec, TransportSpec};
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
+use tokio_util::sync::CancellationToken;
+
+/// The largest frame read by default, in bytes.
+pub const DEFAULT_MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
+
+/// What every session is made of.
+#[derive(Clone)]
+pub struct AcpConfig {
+    /// The hook policy.
+    pub hooks: HookConfig,
+    /// Host settings.
+    pub host: HostOptions,
+    /// Loop settings.
+    pub agent: AgentSettings,
+    /// The model, shared by sessions.
+    pub model: Arc<dyn Model>,
+    /// The frame size cap.
+    pub max_frame_bytes: usize,
+    /// Servers every session gets before the client's own.
+    pub servers: Vec<ServerSpec>,
+}
+
+impl std::fmt::Debug for AcpConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AcpConfig")
+            .field("hooks", &self.hooks)
+            .field("model", &self.model.describe())
+            .finish_non_exhaustive()
+    }
+}
+
+struct Session {
+    /// Locked by the prompt that runs; `None` only once shut down.
+    agent: Arc<tokio::sync::Mutex<Option<agent_loop::Agent<Host>>>>,
+    cancel: Mutex<Option<CancellationToken>>,
+}
+
+struct State {
+    config: AcpConfig,
+    sessions: Mutex<HashMap<String, Arc<Session>>>,
+    next_session: AtomicU64,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Serves ACP on stdin/stdout until the client closes stdin, then stops every
+/// session's servers.
+pub async fn serve(config: AcpConfig) -> Result<(), String> {
+    let max_frame = config.max_frame_bytes;
+    let state = Arc::new(State {
+        config,
+        sessions: Mutex::new(HashMap::new()),
+        next_session: AtomicU64::new(1),
+    });
+    let transport = acp::Lines::new(stdout_sink(), stdin_lines(max_frame));
+    let builder = {
+        let state = state.clone();
+        Agent
+            .v1()
+            .name("sprout")
+            .on_receive_request(
+                async move |_request: s::InitializeRequest, responder, _cx| {
+                    responder.respond(
+                        s::InitializeResponse::new(ProtocolVersion::V1)
+                            .agent_capabilities(
+                                s::AgentCapabilities::new()
+                                    .prompt_capabilities(
+                                        s::PromptCapabilities::new().embedded_context(true),
+                                    )
+                                    .mcp_capabilities(s::McpCapabilities::new().http(true)),
+                            )
+                            .agent_info(s::Implementation::new(
+                                "sprout",
+                                env!("CARGO_PKG_VERSION"),
+                            )),
+                    )
+                },
+                on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let state = state.clone();
+                    async move |request: s::NewSessionRequest,
+                                responder,
+                                cx: ConnectionTo<Client>| {
+                        let state = state.clone();
+                        let sink_cx = cx.clone();
+                        cx.spawn(async move {
+                            let result = new_session(&state, request, sink_cx).await;
+                            let _ = responder.respond_with_result(result);
+                            Ok(())
+                        })
+                    }
+                },
+                on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let state = state.clone();
+                    async move |request: s::PromptRequest, responder, cx: ConnectionTo<Client>| {
+                        let id = request.session_id.0.to_string();
+                        let Some(session) = lock(&state.sessions).get(&id).cloned() else {
+                            return responder.respond_with_error(
+                                acp::Error::invalid_params()
+                                    .data(format!("unknown session {id:?}")),
+                            );
+                        };
+                        let Ok(mut guard) = session.agent.clone().try_lock_owned() else {
+                            return responder
+                                .respond_with_error(acp::Error::invalid_request().data(
+                                "a prompt is already running in this session; cancel it or wait",
+                            ));
+                        };
+                        let Some(mut agent) = guard.take() else {
+                            return responder.respond_with_error(
+                                acp::Error::internal_error().data("the session's agent is gone"),
+                            );
+                        };
+                        let token = CancellationToken::new();
+                        *lock(&session.cancel) = Some(token.clone());
+                        let text = prompt_text(&request.prompt);
+                        cx.spawn(async move {
+                            let outcome = agent.run_prompt(&text, &token).await;
+                            *guard = Some(agent);
+                            drop(guard);
+                            let _ = responder.respond_with_result(prompt_response(&outcome));
+                            Ok(())
+                        })
+                    }
+                },
+                on_receive_request!(),
+            )
+            .on_receive_notification(
+                {
+                    let state = state.clone();
+                    async move |notification: s::CancelNotification, _cx: ConnectionTo<Client>| {
+                        let id = notification.session_id.0.to_string();
+                        if let Some(session) = lock(&state.sessions).get(&id).cloned()
+                            && let Some(token) = lock(&session.cancel).as_ref()
+                        {
+                            token.cancel();
+                        }
+                        Ok(())
+                    }
+                },
+                on_receive_notification!(),
+            )
+    };
+    let result = builder.connect_to(transport).await;
+    let sessions: Vec<Arc<Session>> = lock(&state.sessions).drain().map(|(_, s)| s).collect();
+    for session in sessions {
+        if let Some(token) = lock(&session.cancel).take() {
+            token.cancel();
+        }
+        if let Some(agent) = session.agent.lock().await.take() {
+            agent.into_gateway().shutdown().await;
+        }
+    }
+    result.map_err(|e| format!("the ACP connection failed: {e}"))
+}
+
+/// The text of a prompt: its text blocks and embedded text resources.
+fn prompt_text(blocks: &[s::ContentBlock]) -> String {
+    let mut parts = Vec::new();
+    for block in blocks {
+        match block {
+            s::ContentBlock::Text(text) => parts.push(text.text.clone()),
+            s::ContentBlock::Resource(resource) => {
+                if let s::EmbeddedResourceResource::TextResourceContents(contents) =
+                    &resource.resource
+                {
+                    parts.push(format!("[{}]\n{}", contents.uri, contents.text));
+                }
+            }
+            s::ContentBlock::ResourceLink(link) => parts.push(format!("[{}]", link.uri)),
+            _ => {}
+        }
+    }
+    parts.join("\n\n")
+}
+
+/// Our end reason as ACP's stop reason [S5]; a failure is an error response.
+fn prompt_response(outcome: &agent_loop::PromptOutcome) -> Result<s::PromptResponse, acp::Error> {
+    let stop = match &outcome.reason {
+        EndReason::NoObjection
+        | EndReason::HooksOff
+        | EndReason::BudgetSpent
+        | EndReason::Declined => s::StopReason::EndTurn,
+        EndReason::Model(StopReason::MaxTokens) => s::StopReason::MaxTokens,
+        EndReason::Model(StopReason::Refusal | StopReason::ContentFilter) => s::StopReason::Refusal,
+        EndReason::Model(_) => s::StopReason::EndTurn,
+        EndReason::Cancelled => s::StopReason::Cancelled,
+        EndReason::MaxRounds => s::StopReason::MaxTurnRequests,
+        EndReason::Failed => {
+            let detail = outcome
+                .detail
+                .clone()
+                .unwrap_or_else(|| "the prompt failed".into());
+            return Err(acp::Error::internal_error().data(detail));
+        }
+    };
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "sprout/end".into(),
+        json!({"reason": outcome.reason.as_str(), "detail": outcome.detail, "rounds": outcome.rounds}),
+    );
+    Ok(s::PromptResponse::new(stop).meta(meta))
+}
+
+async fn new_session(
+    state: &Arc<State>,
+    request: s::NewSessionRequest,
+    cx: ConnectionTo<Client>,
+) -> Result<s::NewSessionResponse, acp::Error> {
+    let mut specs = state.config.servers.clone();
+    for spec in server_specs(&request.mcp_servers, &request.cwd)
+        .map_err(|e| acp::Error::invalid_params().data(e))?
+    {
+        if specs.iter().any(|s| s.name == spec.name) {
+            let e = format!("MCP server {} is configured by sprout already", spec.name);
+            return Err(acp::Error::invalid_params().data(e));
+        }
+        specs.push(spec);
+    }
+    let id = format!(
+        "sprout-{}",
+        state.next_session.fetch_add(1, Ordering::SeqCst)
+    );
+    let session_id = s::SessionId::new(id.clone());
+    let sink = update_sink(cx, session_id.clone());
+    let config = &state.config;
+    let host = Host::start(
+        specs,
+        config.hooks.clone(),
+        config.host.clone(),
+        agent_loop::hook_sink(sink.clone()),
+    )
+    .await
+    .map_err(|e| acp::Error::invalid_params().data(e.to_string()))?;
+    let agent = agent_loop::Agent::new(config.model.clone(), host, config.agent.clone(), sink);
+    let session = Arc::new(Session {
+        agent: Arc::new(tokio::sync::Mutex::new(Some(agent))),
+        cancel: Mutex::new(None),
+    });
+    lock(&state.sessions).insert(id, session);
+    Ok(s::NewSessionResponse::new(session_id))
+}
+
+/// The client's `mcpServers` as our specs, run in the session's `cwd`.
+fn server_specs(
+    servers: &[s::McpServer],
+    cwd: &std::path::Path,
+) -> Result<Vec<ServerSpec>, String> {
+    let mut specs = Vec::new();
+    for server in servers {
+        let spec = match server {
+            s::McpServer::Stdio(stdio) => {
+                let name = ServerName::new(stdio.name.clone()).map_err(|e| e.to_string())?;
+                let env: BTreeMap<String, String> = stdio
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), v.value.clone()))
+                    .collect();
+                ServerSpec {
+                    name,
+                    transport: TransportSpec::Stdio {
+                        command: stdio.command.to_string_lossy().into_owned(),
+                        args: stdio.args.clone(),
+                        env,
+                        cwd: Some(cwd.to_path_buf()),
+                    },
+                }
+            }
+            s::McpServer::Http(http) => {
+                if !http.headers.is_empty() {
+                    return Err(format!(
+                        "MCP server {}: HTTP headers are not supported yet",
+                        http.name
+                    ));
+                }
+                ServerSpec::http(
+                    ServerName::new(http.name.clone()).map_err(|e| e.to_string())?,
+                    http.url.clone(),
+                )
+            }
+            s::McpServer::Sse(sse) => {
+                return Err(format!(
+                    "MCP server {}: the SSE transport is not supported; use Streamable HTTP",
+                    sse.name
+                ));
+            }
+            _ => return Err("an MCP server entry of an unknown kind".into()),
+        };
+        if specs
+            .iter()
+            .any(|existing: &ServerSpec| existing.name == spec.name)
+        {
+            return Err(format!("MCP server {} is listed twice", spec.name));
+        }
+        specs.push(spec);
+    }
+    Ok(specs)
+}
+
+/// Hook rounds shown as tool calls: lines so far per round.
+type RoundLines = Mutex<BTreeMap<u64, Vec<String>>>;
+
+/// The loop's events as `session/update` notifications.
+fn update_sink(cx: ConnectionTo<Client>, session: s::SessionId) -> agent_loop::Sink {
+    let rounds: Arc<RoundLines> = Arc::default();
+    Arc::new(move |event: &AgentEvent| {
+        for update in updates(event, &rounds) {
+            let _ = cx.send_notification(s::SessionNotification::new(session.clone(), update));
+        }
+    })
+}
+
+fn meta_of(event: &(impl Serialize + ?Sized)) -> serde_json::Map<String, Value> {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "sprout/event".into(),
+        serde_json::to_value(event).unwrap_or(Value::Null),
+    );
+    meta
+}
+
+fn round_id(round: u64) -> s::ToolCallId {
+    s::ToolCallId::new(format!("sprout-hook-round-{round}"))
+}
+
+fn updates(event: &AgentEvent, rounds: &RoundLines) -> Vec<s::SessionUpdate> {
+    match event {
+        AgentEvent::AssistantText { text } => vec![s::SessionUpdate::AgentMessageChunk(
+            s::ContentChunk::new(text.clone().into()),
+        )],
+        AgentEvent::ToolCall {
+            id,
+            name,
+            arguments,
+        } => {
+            let input = serde_json::from_str::<Value>(arguments)
+                .unwrap_or(Value::String(arguments.clone()));
+            vec![s::SessionUpdate::ToolCall(
+                s::ToolCall::new(id.clone(), name.clone())
+                    .status(s::ToolCallStatus::InProgress)
+                    .raw_input(input),
+            )]
+        }
+        AgentEvent::ToolResult {
+            id, is_error, text, ..
+        } => {
+            let status = if *is_error {
+                s::ToolCallStatus::Failed
+            } else {
+                s::ToolCallStatus::Completed
+            };
+            let fields = s::ToolCallUpdateFields::new()
+                .status(status)
+                .content(vec![text.clone().into()]);
+            vec![s::SessionUpdate::ToolCallUpdate(s::ToolCallUpdate::new(
+                id.clone(),
+                fields,
+            ))]
+        }
+        AgentEvent::Hook(hook) => hook_updates(hook, rounds),
+        AgentEvent::Compacted { kind, removed, .. } => {
+            let text = format!(
+                "[sprout] the context was compacted by {kind} ({removed} messages removed)"
+            );
+            vec![s::SessionUpdate::AgentThoughtChunk(
+                s::ContentChunk::new(text.into()).meta(meta_of(event)),
+            )]
+        }
+        _ => Vec::new(),
+    }
+}
+
+fn hook_updates(event: &Event, rounds: &RoundLines) -> Vec<s::SessionUpdate> {
+    let meta = meta_of(event);
+    match event {
+        Event::RoundStarted {
+            round,
+            hook,
+            servers,
+            left_out,
+            ..
+        } => {
+            if servers.is_empty() && left_out.is_empty() {
+                return Vec::new();
+            }
+            let names: Vec<&str> = servers.iter().map(ServerName::as_str).collect();
+            lock(rounds).insert(round.0, Vec::new());
+            let call = s::ToolCall::new(
+                round_id(round.0),
+                format!("{hook} hook: asking {}", names.join(", ")),
+            )
+            .kind(s::ToolKind::Think)
+            .status(s::ToolCallStatus::InProgress)
+            .raw_input(json!({"hook": hook.tool_name(), "servers": names}))
+            .meta(meta);
+            vec![s::SessionUpdate::ToolCall(call)]
+        }
+        Event::HookCalled {
+            round,
+            server,
+            outcome,
+            latency,
+            ..
+        } => {
+            let mut line = format!("{server}: {} ({} ms)", outcome.label(), latency.as_millis());
+            if let Some(text) = outcome.text() {
+                line.push_str(&format!("\n{text}"));
+            }
+            let mut all = lock(rounds);
+            let lines = all.entry(round.0).or_default();
+            lines.push(line);
+            let content: Vec<s::ToolCallContent> = lines.iter().map(|l| l.clone().into()).collect();
+            let fields = s::ToolCallUpdateFields::new().content(content);
+            vec![s::SessionUpdate::ToolCallUpdate(
+                s::ToolCallUpdate::new(round_id(round.0), fields).meta(meta),
+            )]
+        }
+        Event::Decided {
+            round: Some(round),
+            decision,
+        } => {
+            let summary = match decision {
+                hooks_core::PolicyDecision::ObjectionHonoured {
+                    budget_used,
+                    budget,
+                    ..
+                } => {
+                    format!("objection honoured (budget {budget_used}/{budget}): the agent goes on")
+                }
+                hooks_core::PolicyDecision::Reinject { servers } => {
+                    format!("re-injecting {} answer(s)", servers.len())
+                }
+                hooks_core::PolicyDecision::PromptEnded { reason } => {
+                    format!("the agent stops: {reason}")
+                }
+            };
+            let mut lines = lock(rounds).remove(&round.0).unwrap_or_default();
+            lines.push(summary);
+            let content: Vec<s::ToolCallContent> = lines.into_iter().map(Into::into).collect();
+            let fields = s::ToolCallUpdateFields::new()
+                .status(s::ToolCallStatus::Completed)
+                .content(content)
+                .raw_output(serde_json::to_value(decision).unwrap_or(Value::Null));
+            vec![s::SessionUpdate::ToolCallUpdate(
+                s::ToolCallUpdate::new(round_id(round.0), fields).meta(meta),
+            )]
+        }
+        Event::ServerDown { .. } | Event::Warning(_) => {
+            let text = match event {
+                Event::Warning(w) => format!("[sprout] warning: {w}"),
+                _ => format!(
+                    "[sprout] {}",
+                    serde_json::to_string(event).unwrap_or_default()
+                ),
+            };
+            vec![s::SessionUpdate::AgentThoughtChunk(
+                s::ContentChunk::new(text.into()).meta(meta),
+            )]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Outgoing frames: one line each on stdout.
+fn stdout_sink() -> impl futures::Sink<String, Error = std::io::Error> + Send + 'static {
+    futures::sink::unfold(tokio::io::stdout(), async |mut out, line: String| {
+        out.write_all(line.as_bytes()).await?;
+        out.write_all(b"\n").await?;
+        out.flush().await?;
+        Ok::<_, std::io::Error>(out)
+    })
+}
+
+/// Incoming frames: lines of stdin, at most `max` bytes each. A longer line
+/// is read to its end and dropped, and a short placeholder takes its place,
+/// which the SDK answers with a parse error; invalid UTF-8 is replaced, not
+/// fatal.
+fn stdin_lines(
+    max: usize,
+) -> impl futures::Stream<Item = std::io::Result<String>> + Send + 'static {
+    let reader = tokio::io::BufReader::new(tokio::io::stdin());
+    futures::stream::unfold(reader, move |mut reader| async move {
+        let mut line: Vec<u8> = Vec::new();
+        let mut total = 0usize;
+        loop {
+            let chunk = match reader.fill_buf().await {
+                Ok(chunk) => chunk,
+                Err(e) => return Some((Err(e), reader)),
+            };
+            if chunk.is_empty() {
+                if total == 0 {
+                    return None;
+                }
+                break;
+            }
+            let (piece, newline) = match chunk.iter().position(|&b| b == b'\n') {
+                Some(end) => (&chunk[..end], true),
+                None => (chunk, false),
+            };
+            total += piece.len();
+            if total <= max {
+                line.extend_from_slice(piece);
+            }
+            let used = piece.len() + usize::from(newline);
+            reader.consume(used);
+            if newline {
+                break;
+            }
+        }
+        let text = if total > max {
+            format!("<a frame of {total} bytes, over the {max}-byte limit, was dropped>")
+        } else {
+            let text = String::from_utf8_lossy(&line).into_owned();
+            text.strip_suffix('\r').map(str::to_owned).unwrap_or(text)
+        };
+        Some((Ok(text), reader))
+    })
+    .boxed()
+}

@@ -1,0 +1,390 @@
+//! `sprout acp` over the real binary's stdio, with a test client speaking the
+//! Agent Client Protocol as raw JSON lines.
+
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Child, ChildStdin, Stdio};
+use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use crate::support::{FakeOpenAi, Scratch, end, fixture, sprout_command, tool};
+
+/// A raw ACP client over a `sprout acp` child.
+struct AcpClient {
+    child: Child,
+    stdin: ChildStdin,
+    lines: Receiver<Value>,
+    /// Notifications seen so far, in order.
+    updates: Vec<Value>,
+    /// Responses that arrived while waiting for another id.
+    parked: Vec<Value>,
+    next_id: u64,
+}
+
+impl AcpClient {
+    fn start(scratch: &Scratch, env: &[(&str, &str)]) -> AcpClient {
+        let mut child = sprout_command(&["acp"], env, &scratch.0)
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sprout acp starts");
+        let stdin = child.stdin.take().unwrap();
+        let stdout = child.stdout.take().unwrap();
+        let (tx, lines) = channel();
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                let value = serde_json::from_str(&line)
+                    .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"));
+                if tx.send(value).is_err() {
+                    break;
+                }
+            }
+        });
+        AcpClient {
+            child,
+            stdin,
+            lines,
+            updates: Vec::new(),
+            parked: Vec::new(),
+            next_id: 1,
+        }
+    }
+
+    fn send_raw(&mut self, line: &str) {
+        self.stdin.write_all(line.as_bytes()).unwrap();
+        self.stdin.write_all(b"\n").unwrap();
+        self.stdin.flush().unwrap();
+    }
+
+    fn request(&mut self, method: &str, params: Value) -> u64 {
+        let id = self.next_id;
+        self.next_id += 1;
+        self.send_raw(
+            &json!({"jsonrpc": "2.0", "id": id, "method": method, "params": params}).to_string(),
+        );
+        id
+    }
+
+    fn notify(&mut self, method: &str, params: Value) {
+        self.send_raw(&json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string());
+    }
+
+    /// Waits for the response with `id` (a JSON id), keeping notifications.
+    fn response(&mut self, id: Value, within: Duration) -> Value {
+        if let Some(i) = self.parked.iter().position(|r| r["id"] == id) {
+            return self.parked.remove(i);
+        }
+        let deadline = Instant::now() + within;
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(message) if message.get("method").is_some() => self.updates.push(message),
+                Ok(message) if message["id"] == id => return message,
+                Ok(message) => self.parked.push(message),
+                Err(RecvTimeoutError::Timeout) => panic!(
+                    "no response {id} within {within:?}; updates: {:#?}",
+                    self.updates
+                ),
+                Err(RecvTimeoutError::Disconnected) => {
+                    panic!("sprout acp closed its stdout before response {id}")
+                }
+            }
+        }
+    }
+
+    fn call(&mut self, method: &str, params: Value) -> Value {
+        let id = self.request(method, params);
+        self.response(json!(id), Duration::from_secs(30))
+    }
+
+    fn initialize(&mut self) -> Value {
+        self.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )
+    }
+
+    fn new_session(&mut self, cwd: &std::path::Path, servers: Value) -> String {
+        let response = self.call("session/new", json!({"cwd": cwd, "mcpServers": servers}));
+        response["result"]["sessionId"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no session: {response}"))
+            .to_owned()
+    }
+
+    fn prompt(&mut self, session: &str, text: &str) -> u64 {
+        self.request(
+            "session/prompt",
+            json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
+        )
+    }
+
+    /// The `sessionUpdate` kinds seen for `session`.
+    fn update_kinds(&self, session: &str) -> Vec<String> {
+        self.updates
+            .iter()
+            .filter(|u| u["params"]["sessionId"] == session)
+            .map(|u| {
+                u["params"]["update"]["sessionUpdate"]
+                    .as_str()
+                    .unwrap_or("")
+                    .to_owned()
+            })
+            .collect()
+    }
+
+    /// Closes stdin and waits for the process to exit.
+    fn finish(mut self) -> std::process::ExitStatus {
+        drop(self.stdin);
+        let deadline = Instant::now() + Duration::from_secs(20);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                return status;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "sprout acp did not exit after stdin closed"
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+}
+
+fn fixture_server(name: &str, args: &[&str]) -> Value {
+    json!({"name": name, "command": fixture(), "args": args, "env": []})
+}
+
+fn fake_env(
+    fake: &FakeOpenAi,
+    extra: &[(&'static str, &'static str)],
+) -> Vec<(&'static str, String)> {
+    let mut env = fake.env();
+    env.extend(extra.iter().map(|(k, v)| (*k, v.to_string())));
+    env
+}
+
+fn refs<'a>(env: &'a [(&'static str, String)]) -> Vec<(&'static str, &'a str)> {
+    env.iter().map(|(k, v)| (*k, v.as_str())).collect()
+}
+
+// The handshake, then a prompt with a tool call and a _Stop objection: the
+// client sees text, tool calls, the hook round, and the stop reason.
+#[test]
+fn prompt_with_tools_and_an_objection() {
+    let scratch = Scratch::new("acp-prompt");
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, tool("c1", "fx__work")),
+        (Duration::ZERO, end("all done")),
+        (Duration::ZERO, tool("c2", "fx__work")),
+        (Duration::ZERO, end("now really done")),
+    ]);
+    let env = fake_env(&fake, &[("MCP_HOOK_SERVERS", "*")]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    let init = client.initialize();
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    assert_eq!(init["result"]["agentInfo"]["name"], "sprout");
+    let session = client.new_session(
+        &scratch.0,
+        json!([fixture_server(
+            "fx",
+            &["--tools", "work", "--stop", "text=tests are missing,empty"]
+        )]),
+    );
+    let id = client.prompt(&session, "do the work");
+    let response = client.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert_eq!(
+        response["result"]["_meta"]["sprout/end"]["reason"],
+        "no_objection"
+    );
+    let kinds = client.update_kinds(&session);
+    for kind in ["agent_message_chunk", "tool_call", "tool_call_update"] {
+        assert!(kinds.iter().any(|k| k == kind), "no {kind} in {kinds:?}");
+    }
+    let hook_round = client
+        .updates
+        .iter()
+        .find(|u| {
+            u["params"]["update"]["toolCallId"] == "sprout-hook-round-1"
+                && u["params"]["update"]["status"] == "completed"
+        })
+        .expect("the hook round is shown as a tool call");
+    let text = hook_round["params"]["update"]["content"].to_string();
+    assert!(
+        text.contains("tests are missing") && text.contains("objection honoured"),
+        "{text}"
+    );
+    assert!(client.finish().success());
+}
+
+// [S3] per session: the budget carries across two prompts of one session; a
+// new session has a fresh one.
+#[test]
+fn budget_is_per_session() {
+    let scratch = Scratch::new("acp-budget");
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, end("first")),
+        (Duration::ZERO, end("first again")),
+        (Duration::ZERO, end("second prompt")),
+        (Duration::ZERO, end("other session")),
+        (Duration::ZERO, end("other session again")),
+    ]);
+    let env = fake_env(
+        &fake,
+        &[
+            ("MCP_HOOK_SERVERS", "*"),
+            ("SPROUT_AGENT_STOP_MAX_REJECTIONS", "1"),
+        ],
+    );
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let nag = || json!([fixture_server("nag", &["--stop", "text=not yet"])]);
+    let one = client.new_session(&scratch.0, nag());
+    let id = client.prompt(&one, "a");
+    let first = client.response(json!(id), Duration::from_secs(30));
+    assert_eq!(
+        first["result"]["_meta"]["sprout/end"]["reason"], "declined",
+        "{first}"
+    );
+    let id = client.prompt(&one, "b");
+    let second = client.response(json!(id), Duration::from_secs(30));
+    assert_eq!(
+        second["result"]["_meta"]["sprout/end"]["reason"], "budget_spent",
+        "{second}"
+    );
+    let two = client.new_session(&scratch.0, nag());
+    let id = client.prompt(&two, "c");
+    let fresh = client.response(json!(id), Duration::from_secs(30));
+    assert_eq!(
+        fresh["result"]["_meta"]["sprout/end"]["reason"], "declined",
+        "{fresh}"
+    );
+    assert!(client.finish().success());
+}
+
+// Cancel during a model call, a tool call and a hook round: each prompt
+// answers `cancelled` promptly; a second prompt on a busy session is refused.
+#[test]
+fn cancel_at_each_stage_and_one_prompt_at_a_time() {
+    let scratch = Scratch::new("acp-cancel");
+    let long = Duration::from_secs(30);
+    let fake = FakeOpenAi::start(vec![
+        (long, end("never seen")),
+        (Duration::ZERO, tool("c1", "fx__slow")),
+        (Duration::ZERO, end("done")),
+    ]);
+    let env = fake_env(
+        &fake,
+        &[
+            ("MCP_HOOK_SERVERS", "*"),
+            ("SPROUT_AGENT_HOOK_TIMEOUT_MS", "60000"),
+        ],
+    );
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let servers = json!([fixture_server(
+        "fx",
+        &["--tools", "slow", "--tool-delay", "60000", "--stop", "hang"]
+    )]);
+    let session = client.new_session(&scratch.0, servers);
+    for stage in ["model call", "tool call", "hook round"] {
+        let id = client.prompt(&session, stage);
+        std::thread::sleep(Duration::from_millis(700));
+        if stage == "model call" {
+            let busy = client.prompt(&session, "again");
+            let refused = client.response(json!(busy), Duration::from_secs(10));
+            assert!(
+                refused["error"]["data"]
+                    .as_str()
+                    .unwrap_or("")
+                    .contains("already running"),
+                "{refused}"
+            );
+        }
+        let started = Instant::now();
+        client.notify("session/cancel", json!({"sessionId": session}));
+        let response = client.response(json!(id), Duration::from_secs(10));
+        assert_eq!(
+            response["result"]["stopReason"], "cancelled",
+            "{stage}: {response}"
+        );
+        assert!(
+            started.elapsed() < Duration::from_secs(5),
+            "{stage}: cancel took {:?}",
+            started.elapsed()
+        );
+    }
+    assert!(client.finish().success());
+}
+
+// Two sessions prompt at once; both finish.
+#[test]
+fn two_sessions_at_once() {
+    let scratch = Scratch::new("acp-two");
+    let slow = Duration::from_millis(800);
+    let fake = FakeOpenAi::start(vec![(slow, end("one")), (slow, end("two"))]);
+    let env = fake_env(&fake, &[]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let a = client.new_session(&scratch.0, json!([]));
+    let b = client.new_session(&scratch.0, json!([]));
+    let started = Instant::now();
+    let (ia, ib) = (client.prompt(&a, "x"), client.prompt(&b, "y"));
+    let ra = client.response(json!(ia), Duration::from_secs(20));
+    let rb = client.response(json!(ib), Duration::from_secs(20));
+    assert_eq!(
+        (
+            ra["result"]["stopReason"].as_str(),
+            rb["result"]["stopReason"].as_str()
+        ),
+        (Some("end_turn"), Some("end_turn"))
+    );
+    assert!(
+        started.elapsed() < Duration::from_millis(1600) * 3,
+        "the sessions did not run together"
+    );
+    assert!(client.finish().success());
+}
+
+// Malformed and oversized frames get JSON-RPC errors and the agent goes on.
+#[test]
+fn malformed_and_oversized_frames_get_errors() {
+    let scratch = Scratch::new("acp-frames");
+    let mut client = AcpClient::start(
+        &scratch,
+        &[
+            ("SPROUT_ACP_MAX_FRAME_BYTES", "4096"),
+            ("SPROUT_AGENT_PROVIDER", "openai"),
+            ("OPENAI_COMPAT_MODEL", "m"),
+        ],
+    );
+    client.send_raw("this is not json");
+    let parse = client.response(Value::Null, Duration::from_secs(10));
+    assert_eq!(parse["error"]["code"], -32700, "{parse}");
+    client.send_raw(&format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"initialize\",\"params\":{{\"pad\":\"{}\"}}}}",
+        "x".repeat(10_000)
+    ));
+    let oversized = client.response(Value::Null, Duration::from_secs(10));
+    assert_eq!(oversized["error"]["code"], -32700, "{oversized}");
+    assert!(
+        oversized.to_string().contains("over the 4096-byte limit"),
+        "{oversized}"
+    );
+    let unknown = client.call("session/frobnicate", json!({}));
+    assert!(unknown["error"].is_object(), "{unknown}");
+    let init = client.initialize();
+    assert_eq!(init["result"]["protocolVersion"], 1, "{init}");
+    let bad = client.call("session/prompt", json!({"sessionId": "nope", "prompt": []}));
+    assert!(
+        bad["error"]["data"]
+            .as_str()
+            .unwrap_or("")
+            .contains("unknown session"),
+        "{bad}"
+    );
+    assert!(client.finish().success());
+}
