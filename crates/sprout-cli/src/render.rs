@@ -84,7 +84,7 @@ impl Renderer {
         let cyan = Style::new().fg_color(Some(AnsiColor::Cyan.into()));
         match event {
             AgentEvent::PromptStarted { prompt } => {
-                let text = format!("{} {}", self.paint(bold, "prompt:"), first_lines(prompt, 3));
+                let text = format!("{}{}", self.paint(bold, "prompt:"), first_lines(prompt, 3));
                 self.line(text);
             }
             AgentEvent::ModelRequest {
@@ -147,7 +147,7 @@ impl Renderer {
                     self.paint(cyan, "←")
                 };
                 self.line(format!(
-                    "  {mark} {name} ({}): {}",
+                    "  {mark} {name} ({}):{}",
                     human(*latency),
                     first_lines(text, 4)
                 ));
@@ -207,8 +207,8 @@ impl Renderer {
             }
             Event::HookCalled { hook, server, outcome, latency, .. } => {
                 let detail = match outcome {
-                    Outcome::Objection { text } | Outcome::Injection { text } => format!(": {}", first_lines(text, 6)),
-                    Outcome::Error { kind, detail } => format!(" ({kind}): {}", first_lines(detail, 2)),
+                    Outcome::Objection { text } | Outcome::Injection { text } => format!(":{}", first_lines(text, 6)),
+                    Outcome::Error { kind, detail } => format!(" ({kind}):{}", first_lines(detail, 2)),
                     _ => String::new(),
                 };
                 let style = match outcome {
@@ -298,16 +298,17 @@ fn clip(text: &str, max: usize) -> String {
     format!("{cut}…")
 }
 
-/// The first `n` lines, each clipped, with a note of what was left out.
+/// The first `n` lines, each clipped, with a note of what was left out; led
+/// by a space when it is one line, by a line break when it is more.
 fn first_lines(text: &str, n: usize) -> String {
     let lines: Vec<&str> = text.trim_end().lines().collect();
     let mut shown: Vec<String> = lines.iter().take(n).map(|l| clip(l, 200)).collect();
     if lines.len() > n {
         shown.push(format!("… ({} more line(s))", lines.len() - n));
     }
-    if shown.len() > 1 {
-        format!("\n    {}", shown.join("\n    "))
-    } else {
-        shown.join("")
+    match shown.len() {
+        0 => String::new(),
+        1 => format!(" {}", shown[0]),
+        _ => format!("\n    {}", shown.join("\n    ")),
     }
 }
