@@ -21,6 +21,7 @@ use nix::unistd::Pid;
 use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
 use rmcp::service::{Peer, RoleClient, RunningService, RunningServiceCancellationToken};
 use rmcp::transport::StreamableHttpClientTransport;
+use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ServiceError, ServiceExt};
 use std::sync::atomic::{AtomicBool, Ordering};
 use tokio::io::{AsyncBufReadExt, BufReader};
@@ -126,8 +127,23 @@ impl Connection {
                     }
                 }
             }
-            TransportSpec::Http { url } => {
-                let transport = StreamableHttpClientTransport::from_uri(url.as_str());
+            TransportSpec::Http { url, headers } => {
+                let mut custom = std::collections::HashMap::new();
+                for (name, value) in headers {
+                    let parsed = (
+                        reqwest::header::HeaderName::from_bytes(name.as_bytes()),
+                        reqwest::header::HeaderValue::from_str(value),
+                    );
+                    let (Ok(name), Ok(value)) = parsed else {
+                        return Err(format!(
+                            "{url}: the header {name:?} is not a valid HTTP header"
+                        ));
+                    };
+                    custom.insert(name, value);
+                }
+                let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
+                    .custom_headers(custom);
+                let transport = StreamableHttpClientTransport::from_config(config);
                 let started = tokio::time::timeout(deadline, async {
                     let service = ().serve(transport).await.map_err(|e| e.to_string())?;
                     let tools = service

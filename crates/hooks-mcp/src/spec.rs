@@ -45,6 +45,8 @@ pub enum TransportSpec {
     Http {
         /// The endpoint, `http://…` or `https://…`.
         url: String,
+        /// Headers sent with every request (`Authorization`, say).
+        headers: BTreeMap<String, String>,
     },
 }
 
@@ -66,7 +68,10 @@ impl ServerSpec {
     pub fn http(name: ServerName, url: impl Into<String>) -> ServerSpec {
         ServerSpec {
             name,
-            transport: TransportSpec::Http { url: url.into() },
+            transport: TransportSpec::Http {
+                url: url.into(),
+                headers: BTreeMap::new(),
+            },
         }
     }
 }
@@ -225,7 +230,8 @@ fn server_spec(key: &str, value: &Value) -> Result<ServerSpec, SpecError> {
                     format!("{url:?} is not an http:// or https:// URL"),
                 ));
             }
-            TransportSpec::Http { url }
+            let headers = string_map(fields.get("headers"), &format!("{at}.headers"))?;
+            TransportSpec::Http { url, headers }
         }
         other => {
             return Err(err(
@@ -322,7 +328,7 @@ mod tests {
         let specs = parse_mcp_servers(
             r#"{"mcpServers": {
                 "zeta": {"command": "z"},
-                "alpha": {"type": "http", "url": "http://127.0.0.1:9/mcp"},
+                "alpha": {"type": "http", "url": "http://127.0.0.1:9/mcp", "headers": {"Authorization": "Bearer t"}},
                 "mid": {"type": "stdio", "command": "m", "args": ["-x"], "env": {"K": "v"}, "cwd": "/tmp"}
             }, "other": 1}"#,
         )
@@ -331,7 +337,8 @@ mod tests {
         assert_eq!(
             specs[1].transport,
             TransportSpec::Http {
-                url: "http://127.0.0.1:9/mcp".into()
+                url: "http://127.0.0.1:9/mcp".into(),
+                headers: [("Authorization".to_string(), "Bearer t".to_string())].into(),
             }
         );
         let TransportSpec::Stdio {

@@ -308,18 +308,17 @@ fn server_specs(
                     },
                 }
             }
-            s::McpServer::Http(http) => {
-                if !http.headers.is_empty() {
-                    return Err(format!(
-                        "MCP server {}: HTTP headers are not supported yet",
-                        http.name
-                    ));
-                }
-                ServerSpec::http(
-                    ServerName::new(http.name.clone()).map_err(|e| e.to_string())?,
-                    http.url.clone(),
-                )
-            }
+            s::McpServer::Http(http) => ServerSpec {
+                name: ServerName::new(http.name.clone()).map_err(|e| e.to_string())?,
+                transport: TransportSpec::Http {
+                    url: http.url.clone(),
+                    headers: http
+                        .headers
+                        .iter()
+                        .map(|h| (h.name.clone(), h.value.clone()))
+                        .collect(),
+                },
+            },
             s::McpServer::Sse(sse) => {
                 return Err(format!(
                     "MCP server {}: the SSE transport is not supported; use Streamable HTTP",

@@ -2,6 +2,8 @@
 
 use std::sync::Arc;
 
+use axum::response::IntoResponse;
+
 use hooks_core::{Decision, EndReason, HookPoint, ServerName};
 use hooks_mcp::ServerSpec;
 use hooks_mcp::server::ToolServer;
@@ -31,7 +33,22 @@ async fn stop_round_over_streamable_http() {
         Arc::new(LocalSessionManager::default()),
         config,
     );
-    let app = axum::Router::new().nest_service("/mcp", service);
+    // The endpoint wants the header the spec names.
+    let app = axum::Router::new()
+        .nest_service("/mcp", service)
+        .layer(axum::middleware::from_fn(
+            async |request: axum::extract::Request, next: axum::middleware::Next| {
+                let authorized = request
+                    .headers()
+                    .get("authorization")
+                    .is_some_and(|v| v == "Bearer sesame");
+                if authorized {
+                    next.run(request).await
+                } else {
+                    axum::http::StatusCode::UNAUTHORIZED.into_response()
+                }
+            },
+        ));
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
     let url = format!("http://{}/mcp", listener.local_addr().unwrap());
     let shutdown = stop.clone();
@@ -41,13 +58,11 @@ async fn stop_round_over_streamable_http() {
             .await
     });
 
-    let mut rig = rig(
-        vec![ServerSpec::http(ServerName::new("remote").unwrap(), url)],
-        Some("*"),
-        5000,
-        3,
-    )
-    .await;
+    let mut spec = ServerSpec::http(ServerName::new("remote").unwrap(), url);
+    if let hooks_mcp::TransportSpec::Http { headers, .. } = &mut spec.transport {
+        headers.insert("Authorization".into(), "Bearer sesame".into());
+    }
+    let mut rig = rig(vec![spec], Some("*"), 5000, 3).await;
     let Decision::Continue { injections } = rig.end_turn().await else {
         panic!("expected an objection over HTTP")
     };
