@@ -60,10 +60,13 @@ pub enum ModelError {
 }
 
 impl ModelError {
-    /// Whether trying again may help: 429, 5xx, transport failures.
+    /// Whether trying again may help: 429, the 5xx that mean "busy or briefly
+    /// broken" (500, 502, 503, 504, 529), and transport failures.
     pub fn is_retryable(&self) -> bool {
         match self {
-            ModelError::Status { status, .. } => *status == 429 || *status >= 500,
+            ModelError::Status { status, .. } => {
+                matches!(status, 429 | 500 | 502 | 503 | 504 | 529)
+            }
             ModelError::Transport(_) => true,
             ModelError::Malformed(_) | ModelError::Script(_) => false,
         }

@@ -81,16 +81,21 @@ impl EndReason {
         }
     }
 
-    /// Whether this reason means the prompt ended normally (for exit codes).
+    /// Whether this reason means the prompt ended normally (for exit codes):
+    /// the model finished. A cut-off, refused or filtered answer, a
+    /// cancellation, the round limit and a failure are not normal ends.
     pub fn is_normal(&self) -> bool {
-        matches!(
-            self,
+        match self {
             EndReason::NoObjection
-                | EndReason::HooksOff
-                | EndReason::BudgetSpent
-                | EndReason::Declined
-                | EndReason::Model(_)
-        )
+            | EndReason::HooksOff
+            | EndReason::BudgetSpent
+            | EndReason::Declined => true,
+            EndReason::Model(stop) => !matches!(
+                stop,
+                StopReason::MaxTokens | StopReason::Refusal | StopReason::ContentFilter
+            ),
+            EndReason::Cancelled | EndReason::MaxRounds | EndReason::Failed => false,
+        }
     }
 }
 
@@ -288,6 +293,7 @@ mod tests {
         let model = EndReason::Model(StopReason::Other("pause_turn".into()));
         assert_eq!(model.as_str(), "pause_turn");
         assert!(model.is_normal());
+        assert!(!EndReason::Model(StopReason::MaxTokens).is_normal());
         assert!(!EndReason::Cancelled.is_normal());
     }
 

@@ -268,6 +268,24 @@ impl Connection {
     }
 }
 
+/// A connection dropped without [`Connection::close`] (its host was dropped,
+/// say) still takes its processes with it.
+impl Drop for Connection {
+    fn drop(&mut self) {
+        if !self.ended.load(Ordering::SeqCst) {
+            kill_group(self.pgid);
+        }
+        if let Some(stop) = self
+            .stop
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .take()
+        {
+            stop.cancel();
+        }
+    }
+}
+
 /// SIGKILL to a whole process group; a group that is gone already is fine.
 fn kill_group(pgid: Option<i32>) {
     if let Some(pgid) = pgid {

@@ -74,20 +74,36 @@ struct State {
     config: AcpConfig,
     sessions: Mutex<HashMap<String, Arc<Session>>>,
     next_session: AtomicU64,
+    /// Session starts and prompts run as tokio tasks (not the SDK's, which
+    /// die with the connection), so that at the end they can be cancelled,
+    /// awaited, and their servers shut down.
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|e| e.into_inner())
 }
 
-/// Serves ACP on stdin/stdout until the client closes stdin, then stops every
-/// session's servers.
+impl State {
+    fn spawn(&self, task: impl std::future::Future<Output = ()> + Send + 'static) {
+        let mut tasks = lock(&self.tasks);
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(tokio::spawn(task));
+    }
+}
+
+/// How long the end of the connection waits for running prompts to stop.
+const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
+
+/// Serves ACP on stdin/stdout until the client closes stdin, then cancels
+/// what runs and stops every session's servers.
 pub async fn serve(config: AcpConfig) -> Result<(), String> {
     let max_frame = config.max_frame_bytes;
     let state = Arc::new(State {
         config,
         sessions: Mutex::new(HashMap::new()),
         next_session: AtomicU64::new(1),
+        tasks: Mutex::new(Vec::new()),
     });
     let transport = acp::Lines::new(stdout_sink(), stdin_lines(max_frame));
     let builder = {
@@ -97,15 +113,15 @@ pub async fn serve(config: AcpConfig) -> Result<(), String> {
             .name("sprout")
             .on_receive_request(
                 async move |_request: s::InitializeRequest, responder, _cx| {
+                    let sessions =
+                        s::SessionCapabilities::new().close(s::SessionCloseCapabilities::new());
+                    let capabilities = s::AgentCapabilities::new()
+                        .prompt_capabilities(s::PromptCapabilities::new().embedded_context(true))
+                        .mcp_capabilities(s::McpCapabilities::new().http(true))
+                        .session_capabilities(sessions);
                     responder.respond(
                         s::InitializeResponse::new(ProtocolVersion::V1)
-                            .agent_capabilities(
-                                s::AgentCapabilities::new()
-                                    .prompt_capabilities(
-                                        s::PromptCapabilities::new().embedded_context(true),
-                                    )
-                                    .mcp_capabilities(s::McpCapabilities::new().http(true)),
-                            )
+                            .agent_capabilities(capabilities)
                             .agent_info(s::Implementation::new(
                                 "sprout",
                                 env!("CARGO_PKG_VERSION"),
@@ -120,13 +136,20 @@ pub async fn serve(config: AcpConfig) -> Result<(), String> {
                     async move |request: s::NewSessionRequest,
                                 responder,
                                 cx: ConnectionTo<Client>| {
-                        let state = state.clone();
-                        let sink_cx = cx.clone();
-                        cx.spawn(async move {
-                            let result = new_session(&state, request, sink_cx).await;
-                            let _ = responder.respond_with_result(result);
-                            Ok(())
-                        })
+                        let task_state = state.clone();
+                        state.spawn(async move {
+                            match new_session(&task_state, request, cx).await {
+                                Ok((response, sink)) => {
+                                    let _ = responder.respond(response);
+                                    // Start-up events go out once the client knows the id.
+                                    sink.release();
+                                }
+                                Err(e) => {
+                                    let _ = responder.respond_with_error(e);
+                                }
+                            }
+                        });
+                        Ok(())
                     }
                 },
                 on_receive_request!(),
@@ -134,7 +157,7 @@ pub async fn serve(config: AcpConfig) -> Result<(), String> {
             .on_receive_request(
                 {
                     let state = state.clone();
-                    async move |request: s::PromptRequest, responder, cx: ConnectionTo<Client>| {
+                    async move |request: s::PromptRequest, responder, _cx: ConnectionTo<Client>| {
                         let id = request.session_id.0.to_string();
                         let Some(session) = lock(&state.sessions).get(&id).cloned() else {
                             return responder.respond_with_error(
@@ -142,6 +165,13 @@ pub async fn serve(config: AcpConfig) -> Result<(), String> {
                                     .data(format!("unknown session {id:?}")),
                             );
                         };
+                        let text = prompt_text(&request.prompt);
+                        if text.trim().is_empty() {
+                            return responder.respond_with_error(
+                                acp::Error::invalid_params()
+                                    .data("the prompt has no text Sprout can read"),
+                            );
+                        }
                         let Ok(mut guard) = session.agent.clone().try_lock_owned() else {
                             return responder
                                 .respond_with_error(acp::Error::invalid_request().data(
@@ -150,19 +180,48 @@ pub async fn serve(config: AcpConfig) -> Result<(), String> {
                         };
                         let Some(mut agent) = guard.take() else {
                             return responder.respond_with_error(
-                                acp::Error::internal_error().data("the session's agent is gone"),
+                                acp::Error::invalid_request().data("the session is closed"),
                             );
                         };
                         let token = CancellationToken::new();
                         *lock(&session.cancel) = Some(token.clone());
-                        let text = prompt_text(&request.prompt);
-                        cx.spawn(async move {
+                        // `$/cancel_request` for this prompt cancels it too.
+                        let cancellation = responder.cancellation();
+                        let linked = token.clone();
+                        state.spawn(async move {
+                            let link = tokio::spawn(async move {
+                                cancellation.cancelled().await;
+                                linked.cancel();
+                            });
                             let outcome = agent.run_prompt(&text, &token).await;
+                            link.abort();
                             *guard = Some(agent);
                             drop(guard);
                             let _ = responder.respond_with_result(prompt_response(&outcome));
-                            Ok(())
-                        })
+                        });
+                        Ok(())
+                    }
+                },
+                on_receive_request!(),
+            )
+            .on_receive_request(
+                {
+                    let state = state.clone();
+                    async move |request: s::CloseSessionRequest,
+                                responder,
+                                _cx: ConnectionTo<Client>| {
+                        let id = request.session_id.0.to_string();
+                        let Some(session) = lock(&state.sessions).remove(&id) else {
+                            return responder.respond_with_error(
+                                acp::Error::invalid_params()
+                                    .data(format!("unknown session {id:?}")),
+                            );
+                        };
+                        state.spawn(async move {
+                            close_session(&session).await;
+                            let _ = responder.respond(s::CloseSessionResponse::new());
+                        });
+                        Ok(())
                     }
                 },
                 on_receive_request!(),
@@ -184,16 +243,32 @@ pub async fn serve(config: AcpConfig) -> Result<(), String> {
             )
     };
     let result = builder.connect_to(transport).await;
-    let sessions: Vec<Arc<Session>> = lock(&state.sessions).drain().map(|(_, s)| s).collect();
-    for session in sessions {
-        if let Some(token) = lock(&session.cancel).take() {
+    // The client is gone: cancel every prompt, let them end, stop every server.
+    let sessions: Vec<Arc<Session>> = lock(&state.sessions).values().cloned().collect();
+    for session in &sessions {
+        if let Some(token) = lock(&session.cancel).as_ref() {
             token.cancel();
         }
-        if let Some(agent) = session.agent.lock().await.take() {
-            agent.into_gateway().shutdown().await;
-        }
     }
+    let tasks: Vec<_> = lock(&state.tasks).drain(..).collect();
+    let _ = tokio::time::timeout(DRAIN, futures::future::join_all(tasks)).await;
+    let sessions: Vec<Arc<Session>> = lock(&state.sessions).drain().map(|(_, s)| s).collect();
+    futures::future::join_all(sessions.iter().map(|s| close_session(s))).await;
     result.map_err(|e| format!("the ACP connection failed: {e}"))
+}
+
+/// Cancels the session's prompt, waits for it, and stops its servers.
+async fn close_session(session: &Session) {
+    if let Some(token) = lock(&session.cancel).as_ref() {
+        token.cancel();
+    }
+    let agent = match tokio::time::timeout(DRAIN, session.agent.lock()).await {
+        Ok(mut guard) => guard.take(),
+        Err(_) => None,
+    };
+    if let Some(agent) = agent {
+        agent.into_gateway().shutdown().await;
+    }
 }
 
 /// The text of a prompt: its text blocks and embedded text resources.
@@ -248,7 +323,7 @@ async fn new_session(
     state: &Arc<State>,
     request: s::NewSessionRequest,
     cx: ConnectionTo<Client>,
-) -> Result<s::NewSessionResponse, acp::Error> {
+) -> Result<(s::NewSessionResponse, Arc<UpdateSink>), acp::Error> {
     let mut specs = state.config.servers.clone();
     for spec in server_specs(&request.mcp_servers, &request.cwd)
         .map_err(|e| acp::Error::invalid_params().data(e))?
@@ -264,7 +339,8 @@ async fn new_session(
         state.next_session.fetch_add(1, Ordering::SeqCst)
     );
     let session_id = s::SessionId::new(id.clone());
-    let sink = update_sink(cx, session_id.clone());
+    let updates = UpdateSink::new(cx, session_id.clone());
+    let sink = updates.clone().into_sink();
     let config = &state.config;
     let host = Host::start(
         specs,
@@ -280,7 +356,7 @@ async fn new_session(
         cancel: Mutex::new(None),
     });
     lock(&state.sessions).insert(id, session);
-    Ok(s::NewSessionResponse::new(session_id))
+    Ok((s::NewSessionResponse::new(session_id), updates))
 }
 
 /// The client's `mcpServers` as our specs, run in the session's `cwd`.
@@ -342,13 +418,55 @@ fn server_specs(
 type RoundLines = Mutex<BTreeMap<u64, Vec<String>>>;
 
 /// The loop's events as `session/update` notifications.
-fn update_sink(cx: ConnectionTo<Client>, session: s::SessionId) -> agent_loop::Sink {
-    let rounds: Arc<RoundLines> = Arc::default();
-    Arc::new(move |event: &AgentEvent| {
-        for update in updates(event, &rounds) {
-            let _ = cx.send_notification(s::SessionNotification::new(session.clone(), update));
+/// Sends a session's events as `session/update` notifications; holds them
+/// back until [`UpdateSink::release`], so that start-up events (a server
+/// that failed to start) follow the `session/new` response that names the
+/// session.
+struct UpdateSink {
+    cx: ConnectionTo<Client>,
+    session: s::SessionId,
+    rounds: RoundLines,
+    /// `Some` until released.
+    held: Mutex<Option<Vec<s::SessionUpdate>>>,
+}
+
+impl UpdateSink {
+    fn new(cx: ConnectionTo<Client>, session: s::SessionId) -> Arc<UpdateSink> {
+        Arc::new(UpdateSink {
+            cx,
+            session,
+            rounds: Mutex::default(),
+            held: Mutex::new(Some(Vec::new())),
+        })
+    }
+
+    fn send(&self, update: s::SessionUpdate) {
+        let _ = self
+            .cx
+            .send_notification(s::SessionNotification::new(self.session.clone(), update));
+    }
+
+    fn release(&self) {
+        let held = lock(&self.held).take().unwrap_or_default();
+        for update in held {
+            self.send(update);
         }
-    })
+    }
+
+    fn into_sink(self: Arc<Self>) -> agent_loop::Sink {
+        Arc::new(move |event: &AgentEvent| {
+            for update in updates(event, &self.rounds) {
+                let mut held = lock(&self.held);
+                match held.as_mut() {
+                    Some(queue) => queue.push(update),
+                    None => {
+                        drop(held);
+                        self.send(update);
+                    }
+                }
+            }
+        })
+    }
 }
 
 fn meta_of(event: &(impl Serialize + ?Sized)) -> serde_json::Map<String, Value> {
@@ -475,7 +593,10 @@ fn hook_updates(event: &Event, rounds: &RoundLines) -> Vec<s::SessionUpdate> {
                     format!("the agent stops: {reason}")
                 }
             };
-            let mut lines = lock(rounds).remove(&round.0).unwrap_or_default();
+            // A round with nobody to ask was never announced: nothing to close.
+            let Some(mut lines) = lock(rounds).remove(&round.0) else {
+                return Vec::new();
+            };
             lines.push(summary);
             let content: Vec<s::ToolCallContent> = lines.into_iter().map(Into::into).collect();
             let fields = s::ToolCallUpdateFields::new()

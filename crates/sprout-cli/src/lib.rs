@@ -264,12 +264,20 @@ async fn run_session(
     json: bool,
 ) -> i32 {
     let sink = Renderer::new(json).into_sink();
-    let host = match start_host(specs, config, options, sink.clone()).await {
+    // Ctrl-C is honoured from the start, server start-up included.
+    let cancel = CancellationToken::new();
+    cancel_on_ctrl_c(cancel.clone());
+    let started = tokio::select! {
+        started = start_host(specs, config, options, sink.clone()) => started,
+        () = cancel.cancelled() => {
+            report_error("sprout: interrupted while the MCP servers were starting");
+            return EXIT_INTERRUPTED;
+        }
+    };
+    let host = match started {
         Ok(host) => host,
         Err(code) => return code,
     };
-    let cancel = CancellationToken::new();
-    cancel_on_ctrl_c(cancel.clone());
     let mut agent = Agent::new(model, host, settings, sink);
     let outcome = agent.run_prompt(prompt, &cancel).await;
     agent.into_gateway().shutdown().await;

@@ -388,3 +388,118 @@ fn malformed_and_oversized_frames_get_errors() {
     );
     assert!(client.finish().success());
 }
+
+// session/close stops a session's servers; a client that disconnects in the
+// middle of a prompt leaves no process behind either.
+#[test]
+fn close_and_disconnect_leave_no_process() {
+    use crate::support::{alive, logged_pids};
+    let scratch = Scratch::new("acp-close");
+    let (closed_log, hung_log) = (scratch.path("closed.log"), scratch.path("hung.log"));
+    let fake = FakeOpenAi::start(vec![(Duration::ZERO, end("done"))]);
+    let env = fake_env(
+        &fake,
+        &[
+            ("MCP_HOOK_SERVERS", "*"),
+            ("SPROUT_AGENT_HOOK_TIMEOUT_MS", "60000"),
+        ],
+    );
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    let init = client.initialize();
+    assert!(
+        init["result"]["agentCapabilities"]["sessionCapabilities"]["close"].is_object(),
+        "{init}"
+    );
+    let closed = client.new_session(
+        &scratch.0,
+        json!([fixture_server(
+            "fx",
+            &["--grandchild", "--log", &closed_log]
+        )]),
+    );
+    let closed_pids = [
+        logged_pids(&closed_log, "start"),
+        logged_pids(&closed_log, "grandchild"),
+    ]
+    .concat();
+    assert_eq!(closed_pids.len(), 2);
+    let response = client.call("session/close", json!({"sessionId": closed}));
+    assert!(response["result"].is_object(), "{response}");
+    assert!(
+        closed_pids.iter().all(|p| !alive(*p)),
+        "session/close left processes running"
+    );
+    let gone = client.prompt(&closed, "x");
+    assert!(client.response(json!(gone), Duration::from_secs(10))["error"].is_object());
+
+    let hung = client.new_session(
+        &scratch.0,
+        json!([fixture_server(
+            "fx",
+            &["--grandchild", "--log", &hung_log, "--stop", "hang"]
+        )]),
+    );
+    client.prompt(&hung, "end and get stuck in _Stop");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !std::fs::read_to_string(&hung_log)
+        .unwrap_or_default()
+        .contains("\"call\"")
+    {
+        assert!(Instant::now() < deadline, "the hook was never called");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let hung_pids = [
+        logged_pids(&hung_log, "start"),
+        logged_pids(&hung_log, "grandchild"),
+    ]
+    .concat();
+    assert!(client.finish().success());
+    assert!(
+        hung_pids.iter().all(|p| !alive(*p)),
+        "a disconnect mid-prompt left processes running"
+    );
+}
+
+// A prompt with nothing to read is refused; a hook round with nobody to ask
+// sends no update for a tool call the client never saw.
+#[test]
+fn blank_prompts_and_silent_rounds() {
+    let scratch = Scratch::new("acp-blank");
+    let fake = FakeOpenAi::start(vec![(Duration::ZERO, end("done"))]);
+    let env = fake_env(&fake, &[("MCP_HOOK_SERVERS", "*")]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let session = client.new_session(
+        &scratch.0,
+        json!([fixture_server("plain", &["--tools", "t", "--hooks", ""])]),
+    );
+    let blank = client.prompt(&session, "   ");
+    let refused = client.response(json!(blank), Duration::from_secs(10));
+    assert!(
+        refused["error"]["data"]
+            .as_str()
+            .unwrap_or("")
+            .contains("no text"),
+        "{refused}"
+    );
+    let id = client.prompt(&session, "hello");
+    let response = client.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let mut announced = std::collections::BTreeSet::new();
+    for update in &client.updates {
+        let update = &update["params"]["update"];
+        match update["sessionUpdate"].as_str() {
+            Some("tool_call") => {
+                announced.insert(update["toolCallId"].to_string());
+            }
+            Some("tool_call_update") => {
+                assert!(
+                    announced.contains(&update["toolCallId"].to_string()),
+                    "update for an unannounced call: {update}"
+                );
+            }
+            _ => {}
+        }
+    }
+    assert!(client.finish().success());
+}

@@ -45,11 +45,17 @@ pub(crate) async fn post_json(
     let body = serde_json::to_vec(body)
         .map_err(|e| ModelError::Malformed(format!("cannot encode the request: {e}")))?;
     let mut attempt = 0;
+    let mut timed_out = false;
     loop {
         let (result, retry_after) =
             attempt_once(client, url, headers.clone(), body.clone(), settings).await;
+        // An attempt that ran out its whole deadline is tried once more at
+        // most: a hung endpoint must not cost `retries` full deadlines.
+        let timeout = matches!(&result, Err(ModelError::Transport(e)) if e.ends_with(TIMED_OUT));
+        let again = !(timeout && timed_out);
+        timed_out |= timeout;
         match result {
-            Err(e) if e.is_retryable() && attempt < settings.retries => {
+            Err(e) if e.is_retryable() && attempt < settings.retries && again => {
                 let wait = retry_after.unwrap_or(settings.backoff * 2u32.saturating_pow(attempt));
                 tracing::warn!(
                     attempt = attempt + 1,
@@ -131,6 +137,9 @@ async fn attempt_once(
     }
 }
 
+/// How a transport error that was a timeout ends.
+const TIMED_OUT: &str = " (the request timed out)";
+
 /// A reqwest error with its causes, which name the real problem.
 fn describe(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
@@ -141,7 +150,7 @@ fn describe(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     if e.is_timeout() {
-        text.push_str(" (the request timed out)");
+        text.push_str(TIMED_OUT);
     }
     text
 }

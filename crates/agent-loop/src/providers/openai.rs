@@ -98,10 +98,26 @@ impl OpenAiCompat {
             body["tools"] = Value::Array(tools);
         }
         if let Some(max) = self.max_tokens {
-            body["max_tokens"] = json!(max);
+            // OpenAI's own API wants max_completion_tokens (its reasoning
+            // models refuse max_tokens); compatible servers know max_tokens.
+            let key = if self.base_url.contains("api.openai.com") {
+                "max_completion_tokens"
+            } else {
+                "max_tokens"
+            };
+            body[key] = json!(max);
         }
         body
     }
+}
+
+/// A call id for a tool call that came without one, unique in the process.
+fn fresh_call_id() -> String {
+    static NEXT: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(1);
+    format!(
+        "sprout-call-{}",
+        NEXT.fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+    )
 }
 
 /// Reads a Chat Completions answer.
@@ -134,7 +150,11 @@ pub fn parse_response(value: &Value) -> Result<ModelResponse, ModelError> {
                 .get("function")
                 .ok_or_else(|| ModelError::Malformed(format!("{at}.function is missing")))?;
             tool_calls.push(ToolCall {
-                id: field_str(call, "id", &at)?.to_owned(),
+                // Some compatible servers leave the id out; the history needs one.
+                id: match call.get("id").and_then(Value::as_str) {
+                    Some(id) if !id.is_empty() => id.to_owned(),
+                    _ => fresh_call_id(),
+                },
                 name: field_str(function, "name", &format!("{at}.function"))?.to_owned(),
                 arguments: match function.get("arguments") {
                     Some(Value::String(s)) => s.clone(),
