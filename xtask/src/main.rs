@@ -62,7 +62,14 @@ fn ci() -> Result<(), String> {
         "warnings",
     ])?;
     tidy_task()?;
-    cargo(&["test", "--workspace", "--locked"])?;
+    // The ACP interop test drives `sprout acp` with the official TypeScript
+    // SDK; it runs where npm can install that SDK.
+    let node = acp_node_client();
+    let mut test = cargo_command(&["test", "--workspace", "--locked"]);
+    if node {
+        test.env("SPROUT_TEST_ACP_NODE", "1");
+    }
+    run(test, "cargo test --workspace --locked")?;
     println!("xtask ci: all checks passed");
     Ok(())
 }
@@ -118,16 +125,48 @@ fn tidy_task() -> Result<(), String> {
 }
 
 fn cargo(args: &[&str]) -> Result<(), String> {
+    run(cargo_command(args), &format!("cargo {}", args.join(" ")))
+}
+
+fn cargo_command(args: &[&str]) -> Command {
     let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-    println!("xtask: cargo {}", args.join(" "));
-    let status = Command::new(&cargo)
-        .args(args)
-        .current_dir(root())
+    let mut command = Command::new(cargo);
+    command.args(args).current_dir(root());
+    command
+}
+
+fn run(mut command: Command, shown: &str) -> Result<(), String> {
+    println!("xtask: {shown}");
+    let status = command
         .status()
-        .map_err(|e| format!("could not run {cargo}: {e}"))?;
+        .map_err(|e| format!("could not run {shown}: {e}"))?;
     if status.success() {
         Ok(())
     } else {
-        Err(format!("`cargo {}` failed ({status})", args.join(" ")))
+        Err(format!("`{shown}` failed ({status})"))
+    }
+}
+
+/// Installs the TypeScript ACP SDK for the interop test (`npm ci`); false,
+/// with a notice, where there is no npm.
+fn acp_node_client() -> bool {
+    let dir = root().join("tests").join("acp-node");
+    let mut npm = Command::new("npm");
+    npm.args(["ci", "--no-audit", "--no-fund", "--prefix"])
+        .arg(&dir);
+    match npm.status() {
+        Ok(status) if status.success() => true,
+        Ok(status) => {
+            println!(
+                "xtask: npm ci failed ({status}); the ACP interop test with the TypeScript SDK does not run"
+            );
+            false
+        }
+        Err(_) => {
+            println!(
+                "xtask: no npm here; the ACP interop test with the TypeScript SDK does not run"
+            );
+            false
+        }
     }
 }

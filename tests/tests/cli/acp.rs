@@ -503,3 +503,64 @@ fn blank_prompts_and_silent_rounds() {
     }
     assert!(client.finish().success());
 }
+
+// Interop: the official TypeScript ACP SDK drives `sprout acp` through a
+// prompt with a tool call and a `_Stop` objection. Needs Node.js and
+// `npm ci --prefix tests/acp-node`; `cargo xtask ci` does both and sets
+// SPROUT_TEST_ACP_NODE=1. Without that variable the test does not run.
+#[test]
+fn the_official_typescript_sdk_drives_sprout() {
+    if std::env::var_os("SPROUT_TEST_ACP_NODE").is_none() {
+        return;
+    }
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let client = root.join("acp-node").join("client.mjs");
+    assert!(
+        root.join("acp-node/node_modules/@agentclientprotocol/sdk")
+            .exists(),
+        "run npm ci --prefix tests/acp-node first"
+    );
+    let scratch = Scratch::new("acp-node");
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, tool("c1", "fx__work")),
+        (Duration::ZERO, end("done")),
+        (Duration::ZERO, tool("c2", "fx__work")),
+        (Duration::ZERO, end("done, tests too")),
+    ]);
+    let sprout = crate::support::sprout();
+    let mut command = std::process::Command::new("node");
+    command
+        .arg(&client)
+        .arg(&sprout)
+        .arg(fixture())
+        .arg(&scratch.0)
+        .env_clear();
+    for key in ["PATH", "HOME", "TMPDIR"] {
+        if let Some(value) = std::env::var_os(key) {
+            command.env(key, value);
+        }
+    }
+    command.envs(fake.env()).env("MCP_HOOK_SERVERS", "*");
+    let out = command.output().expect("node runs");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "node client failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let result: Value = serde_json::from_str(stdout.trim().lines().last().unwrap_or(""))
+        .unwrap_or_else(|e| panic!("{e}: {stdout}"));
+    assert_eq!(result["protocolVersion"], 1, "{result}");
+    assert_eq!(result["agent"], "sprout");
+    assert_eq!(result["stopReason"], "end_turn");
+    assert_eq!(result["end"], "no_objection");
+    let updates: Vec<&str> = result["updates"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    for kind in ["agent_message_chunk", "tool_call", "tool_call_update"] {
+        assert!(updates.contains(&kind), "no {kind} in {updates:?}");
+    }
+}
