@@ -12,6 +12,39 @@ use anstyle::{AnsiColor, Style};
 use hooks_core::{Event, Outcome, PolicyDecision};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+/// The spinner on screen, if any, so that log lines (stderr) can be written
+/// around it instead of through it.
+static SPINNER: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+/// Writes log output to stderr with the spinner, if one is drawn, hidden
+/// for the moment.
+#[derive(Debug, Clone, Copy, Default)]
+pub struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let spinner = SPINNER.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match spinner {
+            Some(spinner) => spinner
+                .suspend(|| std::io::stderr().write_all(buf))
+                .map(|()| buf.len()),
+            None => std::io::stderr().write_all(buf).map(|()| buf.len()),
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> LogWriter {
+        LogWriter
+    }
+}
+
 /// Where events go.
 pub struct Renderer {
     json: bool,
@@ -59,6 +92,7 @@ impl Renderer {
 
     fn line(&mut self, text: String) {
         if let Some(spinner) = self.spinner.take() {
+            *SPINNER.lock().unwrap_or_else(|e| e.into_inner()) = None;
             spinner.finish_and_clear();
         }
         let mut out = std::io::stdout().lock();
@@ -102,6 +136,7 @@ impl Renderer {
                         "model is working (round {round}, ~{estimated_tokens} tokens in)"
                     ));
                     spinner.enable_steady_tick(Duration::from_millis(100));
+                    *SPINNER.lock().unwrap_or_else(|e| e.into_inner()) = Some(spinner.clone());
                     self.spinner = Some(spinner);
                 }
             }
