@@ -31,7 +31,8 @@ impl Default for HttpSettings {
     }
 }
 
-/// The longest wait a `Retry-After` header may ask for.
+/// The longest wait a `Retry-After` header may ask for before we give up
+/// instead of waiting.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
 /// POSTs `body` to `url` and parses the JSON answer, retrying what may pass.
@@ -55,7 +56,14 @@ pub(crate) async fn post_json(
         let again = !(timeout && timed_out);
         timed_out |= timeout;
         match result {
-            Err(e) if e.is_retryable() && attempt < settings.retries && again => {
+            // A server that asks for a longer wait than we would sit through
+            // gets its error now rather than a retry that comes too early.
+            Err(e)
+                if e.is_retryable()
+                    && attempt < settings.retries
+                    && again
+                    && retry_after.is_none_or(|wait| wait <= MAX_RETRY_AFTER) =>
+            {
                 let wait = retry_after.unwrap_or(settings.backoff * 2u32.saturating_pow(attempt));
                 tracing::warn!(
                     attempt = attempt + 1,
@@ -89,12 +97,7 @@ async fn attempt_once(
         Err(e) => return (Err(ModelError::Transport(describe(&e))), None),
     };
     let status = response.status();
-    let retry_after = response
-        .headers()
-        .get(RETRY_AFTER)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().parse::<u64>().ok())
-        .map(|s| Duration::from_secs(s).min(MAX_RETRY_AFTER));
+    let retry_after = retry_after(response.headers());
     let mut bytes = Vec::new();
     loop {
         match response.chunk().await {
@@ -135,6 +138,32 @@ async fn attempt_once(
             )
         }
     }
+}
+
+/// The wait a response asks for: `retry-after-ms`, or `Retry-After` as
+/// seconds or as an HTTP date.
+fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+    let text = |name: &str| {
+        headers
+            .get(name)
+            .and_then(|v| v.to_str().ok())
+            .map(str::trim)
+    };
+    if let Some(ms) = text("retry-after-ms")
+        .and_then(|v| v.parse::<f64>().ok())
+        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+    {
+        return Some(Duration::from_secs_f64(ms / 1000.0));
+    }
+    let value = text(RETRY_AFTER.as_str())?;
+    if let Ok(seconds) = value.parse::<u64>() {
+        return Some(Duration::from_secs(seconds));
+    }
+    let when = httpdate::parse_http_date(value).ok()?;
+    Some(
+        when.duration_since(std::time::SystemTime::now())
+            .unwrap_or(Duration::ZERO),
+    )
 }
 
 /// How a transport error that was a timeout ends.

@@ -279,3 +279,69 @@ async fn malformed_answers_say_what_is_wrong() {
     );
     api.stop();
 }
+
+// Retry-After is honoured in its forms; a wait longer than we would sit
+// through ends the request at once with the server's error.
+#[tokio::test]
+async fn retry_after_is_honoured_or_the_error_returned() {
+    let wait = |v: &str| vec![("retry-after", v.to_string())];
+    let api = FakeApi::start_with_headers(vec![
+        (429, wait("1"), "slow down".into()),
+        (200, vec![], answer_text("after the wait").1),
+    ])
+    .await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    let request = ModelRequest {
+        system: "",
+        messages: &[],
+        tools: &[],
+    };
+    let started = std::time::Instant::now();
+    assert_eq!(
+        model.complete(request).await.unwrap().text,
+        "after the wait"
+    );
+    assert!(
+        started.elapsed() >= std::time::Duration::from_millis(900),
+        "the Retry-After wait was not honoured"
+    );
+    api.stop();
+
+    let api = FakeApi::start_with_headers(vec![
+        (429, wait("3600"), "come back in an hour".into()),
+        (200, vec![], answer_text("no").1),
+    ])
+    .await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    let err = model.complete(request).await.unwrap_err();
+    assert_eq!(
+        err,
+        ModelError::Status {
+            status: 429,
+            body: "come back in an hour".into()
+        }
+    );
+    assert_eq!(
+        api.bodies().len(),
+        1,
+        "retried despite an hour's Retry-After"
+    );
+    api.stop();
+
+    let date = httpdate::fmt_http_date(
+        std::time::SystemTime::now() + std::time::Duration::from_secs(7200),
+    );
+    let api = FakeApi::start_with_headers(vec![
+        (503, wait(&date), "maintenance".into()),
+        (200, vec![], answer_text("no").1),
+    ])
+    .await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    assert!(model.complete(request).await.is_err());
+    assert_eq!(
+        api.bodies().len(),
+        1,
+        "an HTTP-date Retry-After was not read"
+    );
+    api.stop();
+}

@@ -289,10 +289,24 @@ pub(crate) struct FakeApi {
 
 impl FakeApi {
     pub(crate) async fn start(answers: Vec<(u16, String)>) -> FakeApi {
+        FakeApi::start_with_headers(
+            answers
+                .into_iter()
+                .map(|(status, body)| (status, vec![], body))
+                .collect(),
+        )
+        .await
+    }
+
+    /// Answers that carry response headers too.
+    pub(crate) async fn start_with_headers(
+        answers: Vec<(u16, Vec<(&'static str, String)>, String)>,
+    ) -> FakeApi {
         use axum::extract::State;
         use axum::http::{HeaderMap, StatusCode};
+        type Answer = (u16, Vec<(&'static str, String)>, String);
         type Shared = (
-            Arc<Mutex<std::collections::VecDeque<(u16, String)>>>,
+            Arc<Mutex<std::collections::VecDeque<Answer>>>,
             Arc<Mutex<Vec<(HeaderMap, serde_json::Value)>>>,
         );
         let requests = Arc::new(Mutex::new(Vec::new()));
@@ -301,15 +315,21 @@ impl FakeApi {
             State((answers, requests)): State<Shared>,
             headers: HeaderMap,
             body: String,
-        ) -> (StatusCode, String) {
+        ) -> axum::response::Response {
+            use axum::response::IntoResponse;
             let json = serde_json::from_str(&body).unwrap_or(serde_json::Value::Null);
             requests.lock().unwrap().push((headers, json));
-            let (status, body) = answers
-                .lock()
-                .unwrap()
-                .pop_front()
-                .unwrap_or((500, "script over".into()));
-            (StatusCode::from_u16(status).unwrap(), body)
+            let (status, extra, body) =
+                answers
+                    .lock()
+                    .unwrap()
+                    .pop_front()
+                    .unwrap_or((500, vec![], "script over".into()));
+            let mut response = (StatusCode::from_u16(status).unwrap(), body).into_response();
+            for (name, value) in extra {
+                response.headers_mut().insert(name, value.parse().unwrap());
+            }
+            response
         }
         let app = axum::Router::new()
             .fallback(axum::routing::post(handle))
