@@ -279,6 +279,9 @@ pub(crate) fn recording_sink() -> (Sink, Arc<Mutex<Vec<AgentEvent>>>) {
     )
 }
 
+/// One scripted answer of the fake API: status, extra headers, body.
+pub(crate) type ScriptedAnswer = (u16, Vec<(&'static str, String)>, String);
+
 /// A fake model API over real HTTP on 127.0.0.1: answers each POST with the
 /// next scripted `(status, body)` and records every request.
 pub(crate) struct FakeApi {
@@ -299,14 +302,11 @@ impl FakeApi {
     }
 
     /// Answers that carry response headers too.
-    pub(crate) async fn start_with_headers(
-        answers: Vec<(u16, Vec<(&'static str, String)>, String)>,
-    ) -> FakeApi {
+    pub(crate) async fn start_with_headers(answers: Vec<ScriptedAnswer>) -> FakeApi {
         use axum::extract::State;
         use axum::http::{HeaderMap, StatusCode};
-        type Answer = (u16, Vec<(&'static str, String)>, String);
         type Shared = (
-            Arc<Mutex<std::collections::VecDeque<Answer>>>,
+            Arc<Mutex<std::collections::VecDeque<ScriptedAnswer>>>,
             Arc<Mutex<Vec<(HeaderMap, serde_json::Value)>>>,
         );
         let requests = Arc::new(Mutex::new(Vec::new()));
