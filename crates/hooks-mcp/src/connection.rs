@@ -33,6 +33,9 @@ use crate::spec::{ServerSpec, TransportSpec, child_environment};
 /// Stderr lines kept per stdio server, for error messages.
 const STDERR_TAIL_LINES: usize = 20;
 
+/// How long a killed server has between SIGTERM and SIGKILL.
+const KILL_GRACE: Duration = Duration::from_millis(250);
+
 /// How long a child may take to exit after its stdin closed at shutdown,
 /// before its group is killed.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
@@ -243,8 +246,19 @@ impl Connection {
     /// Kills the server now: its process group for stdio, its session for
     /// HTTP [T3]. The watcher reaps and reports.
     pub(crate) fn kill(&self) {
-        if !self.ended.load(Ordering::SeqCst) {
-            kill_group(self.pgid);
+        // SIGTERM first, so a server can stop what it started in groups of
+        // its own (the gate's command); SIGKILL to the group shortly after.
+        if !self.ended.load(Ordering::SeqCst)
+            && let Some(pgid) = self.pgid
+        {
+            let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
+            let ended = self.ended.clone();
+            tokio::spawn(async move {
+                tokio::time::sleep(KILL_GRACE).await;
+                if !ended.load(Ordering::SeqCst) {
+                    kill_group(Some(pgid));
+                }
+            });
         }
         if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
             stop.cancel();

@@ -2,16 +2,17 @@
 //!
 //! Editors (Zed, JetBrains) and desktop apps drive agents with ACP: JSON-RPC
 //! 2.0, one message per line. This module serves `initialize`,
-//! `session/new` (the client's `cwd` and `mcpServers`), `session/prompt` and
-//! `session/cancel` with the official `agent-client-protocol` SDK. Each session
+//! `session/new` (the client's `cwd` and `mcpServers`), `session/prompt`,
+//! `session/cancel` and `session/close` with the official `agent-client-protocol` SDK. Each session
 //! is its own agent with its own MCP servers and its own hook budget [S3]; one
 //! prompt runs at a time per session (a second gets an error, not a queue).
 //!
 //! What the client sees: the model's text as `agent_message_chunk`, tool calls
 //! as `tool_call` / `tool_call_update`, each hook round as a tool call of its
-//! own (title, per-server outcomes, the decision) and every hook event in
+//! own (title, per-server outcomes, the decision), server failures and
+//! warnings as thought chunks, each of these with the event in
 //! `_meta["sprout/event"]`, and the prompt's end as a stop reason with our
-//! reason in `_meta["sprout/end"]`.
+//! reason in `_meta["sprout/end"]` (a failure is a JSON-RPC error instead).
 //!
 //! Stdout carries nothing but protocol frames; logs go to stderr. Frames are
 //! read with a size cap: an oversized or malformed frame is answered with a
@@ -633,49 +634,141 @@ fn stdout_sink() -> impl futures::Sink<String, Error = std::io::Error> + Send + 
     })
 }
 
-/// Incoming frames: lines of stdin, at most `max` bytes each. A longer line
-/// is read to its end and dropped, and a short placeholder takes its place,
-/// which the SDK answers with a parse error; invalid UTF-8 is replaced, not
-/// fatal.
+/// Incoming frames: lines of stdin, at most `max` bytes each; blank lines
+/// are skipped. A longer line is read to its end and dropped. If its start
+/// shows the request's id, a stand-in request with that id and the method
+/// `_sprout/frame_too_large` takes its place, so the client gets an error
+/// for that very request; otherwise a short placeholder, which the SDK
+/// answers with a parse error. Invalid UTF-8 is replaced, not fatal.
 fn stdin_lines(
     max: usize,
 ) -> impl futures::Stream<Item = std::io::Result<String>> + Send + 'static {
     let reader = tokio::io::BufReader::new(tokio::io::stdin());
     futures::stream::unfold(reader, move |mut reader| async move {
-        let mut line: Vec<u8> = Vec::new();
-        let mut total = 0usize;
         loop {
-            let chunk = match reader.fill_buf().await {
-                Ok(chunk) => chunk,
-                Err(e) => return Some((Err(e), reader)),
-            };
-            if chunk.is_empty() {
-                if total == 0 {
-                    return None;
+            let mut line: Vec<u8> = Vec::new();
+            let mut total = 0usize;
+            let mut ended = false;
+            loop {
+                let chunk = match reader.fill_buf().await {
+                    Ok(chunk) => chunk,
+                    Err(e) => return Some((Err(e), reader)),
+                };
+                if chunk.is_empty() {
+                    ended = true;
+                    break;
                 }
-                break;
+                let (piece, newline) = match chunk.iter().position(|&b| b == b'\n') {
+                    Some(end) => (&chunk[..end], true),
+                    None => (chunk, false),
+                };
+                total += piece.len();
+                let room = max.saturating_sub(line.len());
+                line.extend_from_slice(&piece[..piece.len().min(room)]);
+                let used = piece.len() + usize::from(newline);
+                reader.consume(used);
+                if newline {
+                    break;
+                }
             }
-            let (piece, newline) = match chunk.iter().position(|&b| b == b'\n') {
-                Some(end) => (&chunk[..end], true),
-                None => (chunk, false),
-            };
-            total += piece.len();
-            if total <= max {
-                line.extend_from_slice(piece);
+            if total > max {
+                let frame = match top_level_id(&line) {
+                    Some(id) => json!({
+                        "jsonrpc": "2.0",
+                        "id": id,
+                        "method": "_sprout/frame_too_large",
+                        "params": {"bytes": total, "limit": max},
+                    })
+                    .to_string(),
+                    None => format!(
+                        "<a frame of {total} bytes, over the {max}-byte limit, was dropped>"
+                    ),
+                };
+                return Some((Ok(frame), reader));
             }
-            let used = piece.len() + usize::from(newline);
-            reader.consume(used);
-            if newline {
-                break;
+            let text = String::from_utf8_lossy(&line);
+            let text = text.strip_suffix('\r').unwrap_or(&text);
+            if !text.trim().is_empty() {
+                return Some((Ok(text.to_owned()), reader));
+            }
+            if ended {
+                return None;
             }
         }
-        let text = if total > max {
-            format!("<a frame of {total} bytes, over the {max}-byte limit, was dropped>")
-        } else {
-            let text = String::from_utf8_lossy(&line).into_owned();
-            text.strip_suffix('\r').map(str::to_owned).unwrap_or(text)
-        };
-        Some((Ok(text), reader))
     })
     .boxed()
+}
+
+/// The top-level `"id"` of the start of a JSON object, if the start holds it
+/// whole (a number or a string).
+fn top_level_id(prefix: &[u8]) -> Option<Value> {
+    let text = String::from_utf8_lossy(prefix);
+    let bytes = text.as_bytes();
+    let (mut depth, mut i) = (0usize, 0usize);
+    while i < bytes.len() {
+        match bytes[i] {
+            b'{' | b'[' => depth += 1,
+            b'}' | b']' => depth = depth.saturating_sub(1),
+            b'"' => {
+                let end = string_end(bytes, i)?;
+                if depth == 1 && &bytes[i..=end] == b"\"id\"" {
+                    let rest = text[end + 1..].trim_start().strip_prefix(':')?.trim_start();
+                    let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
+                    return match stream.next() {
+                        Some(Ok(id @ (Value::Number(_) | Value::String(_)))) => Some(id),
+                        _ => None,
+                    };
+                }
+                i = end;
+            }
+            _ => {}
+        }
+        i += 1;
+    }
+    None
+}
+
+/// The index of the quote that closes the string opening at `start`.
+fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
+    let mut i = start + 1;
+    while i < bytes.len() {
+        match bytes[i] {
+            b'\\' => i += 2,
+            b'"' => return Some(i),
+            _ => i += 1,
+        }
+    }
+    None
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn finds_the_top_level_id_of_a_cut_frame() {
+        let cases: [(&str, Option<Value>); 6] = [
+            (
+                r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"pad":"xxxx"#,
+                Some(json!(7)),
+            ),
+            (
+                r#"{"method":"x","params":{"id":1,"a":"b"},"id":"req-2","more"#,
+                Some(json!("req-2")),
+            ),
+            (
+                r#"{"params":{"text":"a \"id\": 3 inside"},"id":4,"#,
+                Some(json!(4)),
+            ),
+            (
+                r#"{"jsonrpc":"2.0","method":"x","params":{"pad":"xxxxx"#,
+                None,
+            ),
+            (r#"{"id":"unterminated"#, None),
+            ("not json at all", None),
+        ];
+        for (prefix, expected) in cases {
+            assert_eq!(top_level_id(prefix.as_bytes()), expected, "{prefix}");
+        }
+    }
 }

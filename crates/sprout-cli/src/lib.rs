@@ -5,6 +5,7 @@
 //! - [`settings`]: validated settings, and the exit-2 messages for bad ones.
 //! - [`render`]: the event stream for a person, or as JSON Lines.
 //! - [`demo`]: the offline demo's script and settings.
+//! - [`acp`]: `sprout acp`, the Agent Client Protocol agent.
 
 pub mod acp;
 pub mod cli;
@@ -89,6 +90,7 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_writer(render::LogWriter)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_env_filter(filter)
         .with_target(false)
         .try_init();
@@ -155,7 +157,15 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 .parse::<usize>()
                 .ok()
                 .filter(|n| (1024..=1 << 30).contains(n))
-                .ok_or_else(|| ConfigProblem(format!("SPROUT_ACP_MAX_FRAME_BYTES={max_frame_bytes:?} is not valid: expected a number of bytes from 1024 to 1073741824")))?;
+                .ok_or_else(|| {
+                    let name = match m.value_source("max_frame_bytes") {
+                        Some(clap::parser::ValueSource::CommandLine) => "--max-frame-bytes",
+                        _ => "SPROUT_ACP_MAX_FRAME_BYTES",
+                    };
+                    ConfigProblem(format!(
+                        "{name}={max_frame_bytes:?} is not valid: expected a number of bytes from 1024 to 1073741824"
+                    ))
+                })?;
             let config = acp::AcpConfig {
                 hooks: settings::hook_config(&session, m)?,
                 host: settings::host_options(&session, m)?,
@@ -240,18 +250,25 @@ fn cancel_on_ctrl_c(token: CancellationToken) {
     });
 }
 
+/// Starts the servers; Ctrl-C (through `cancel`) is honoured during the
+/// start-up too. `Err` is the exit status.
 async fn start_host(
     specs: Vec<ServerSpec>,
     config: HookConfig,
     options: HostOptions,
     sink: agent_loop::Sink,
+    cancel: &CancellationToken,
 ) -> Result<Host, i32> {
-    Host::start(specs, config, options, agent_loop::hook_sink(sink))
-        .await
-        .map_err(|e| {
+    tokio::select! {
+        started = Host::start(specs, config, options, agent_loop::hook_sink(sink)) => started.map_err(|e| {
             report_error(&format!("sprout: {e}"));
             EXIT_USAGE
-        })
+        }),
+        () = cancel.cancelled() => {
+            report_error("sprout: interrupted while the MCP servers were starting");
+            Err(EXIT_INTERRUPTED)
+        }
+    }
 }
 
 async fn run_session(
@@ -267,14 +284,7 @@ async fn run_session(
     // Ctrl-C is honoured from the start, server start-up included.
     let cancel = CancellationToken::new();
     cancel_on_ctrl_c(cancel.clone());
-    let started = tokio::select! {
-        started = start_host(specs, config, options, sink.clone()) => started,
-        () = cancel.cancelled() => {
-            report_error("sprout: interrupted while the MCP servers were starting");
-            return EXIT_INTERRUPTED;
-        }
-    };
-    let host = match started {
+    let host = match start_host(specs, config, options, sink.clone(), &cancel).await {
         Ok(host) => host,
         Err(code) => return code,
     };
@@ -297,7 +307,9 @@ async fn hooks_list(
 ) -> i32 {
     let allowlist = config.allowlist.clone();
     let quiet: agent_loop::Sink = Arc::new(|_: &AgentEvent| {});
-    let host = match start_host(specs, config, options, quiet).await {
+    let cancel = CancellationToken::new();
+    cancel_on_ctrl_c(cancel.clone());
+    let host = match start_host(specs, config, options, quiet, &cancel).await {
         Ok(host) => host,
         Err(code) => return code,
     };
@@ -381,12 +393,12 @@ async fn hooks_call(
     json: bool,
 ) -> i32 {
     let sink = Renderer::new(json).into_sink();
-    let mut host = match start_host(specs, config, options, sink).await {
+    let cancel = CancellationToken::new();
+    cancel_on_ctrl_c(cancel.clone());
+    let mut host = match start_host(specs, config, options, sink, &cancel).await {
         Ok(host) => host,
         Err(code) => return code,
     };
-    let cancel = CancellationToken::new();
-    cancel_on_ctrl_c(cancel.clone());
     let input = match hook {
         HookPoint::Stop => Input::ModelResponded {
             stop: StopReason::EndTurn,

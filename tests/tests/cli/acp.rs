@@ -368,11 +368,22 @@ fn malformed_and_oversized_frames_get_errors() {
         "{{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"initialize\",\"params\":{{\"pad\":\"{}\"}}}}",
         "x".repeat(10_000)
     ));
-    let oversized = client.response(Value::Null, Duration::from_secs(10));
-    assert_eq!(oversized["error"]["code"], -32700, "{oversized}");
+    // An oversized request is answered with an error under its own id.
+    let oversized = client.response(json!(99), Duration::from_secs(10));
+    assert!(oversized["error"].is_object(), "{oversized}");
     assert!(
-        oversized.to_string().contains("over the 4096-byte limit"),
+        oversized.to_string().contains("_sprout/frame_too_large"),
         "{oversized}"
+    );
+    // An oversized line with no id in sight gets a parse error; a blank line
+    // gets nothing.
+    client.send_raw("");
+    client.send_raw(&"y".repeat(10_000));
+    let garbage = client.response(Value::Null, Duration::from_secs(10));
+    assert_eq!(garbage["error"]["code"], -32700, "{garbage}");
+    assert!(
+        garbage.to_string().contains("over the 4096-byte limit"),
+        "{garbage}"
     );
     let unknown = client.call("session/frobnicate", json!({}));
     assert!(unknown["error"].is_object(), "{unknown}");

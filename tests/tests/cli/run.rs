@@ -237,3 +237,62 @@ fn ctrl_c_mid_hook_exits_130_and_cleans_up() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+// A gate server killed after its second timeout [T3] takes its command with
+// it: the kill is a SIGTERM first, which the gate answers by stopping the
+// command's process group, then a SIGKILL to the server's group.
+#[test]
+fn a_killed_gate_takes_its_command_with_it() {
+    let scratch = Scratch::new("gate-kill");
+    let pids = scratch.path("commands.pid");
+    let script = format!("echo $$ >> {pids}; exec sleep 60");
+    let mut entries = serde_json::Map::new();
+    entries.insert(
+        "gate".into(),
+        serde_json::json!({"command": crate::support::sprout(), "args": ["hook-server", "gate", "--", "sh", "-c", script]}),
+    );
+    entries.insert("nag".into(), serde_json::json!({"command": crate::support::fixture(), "args": ["--tools", "work", "--stop", "text=keep going"]}));
+    let config = scratch.path("mcp.json");
+    std::fs::write(
+        &config,
+        serde_json::json!({"mcpServers": entries}).to_string(),
+    )
+    .unwrap();
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, end("1")),
+        (Duration::ZERO, tool("c1", "nag__work")),
+        (Duration::ZERO, end("2")),
+        (Duration::ZERO, tool("c2", "nag__work")),
+        (Duration::ZERO, end("3")),
+    ]);
+    let fake_env = fake.env();
+    let env = env_of(
+        &fake_env,
+        &[
+            ("MCP_HOOK_SERVERS", "*"),
+            ("SPROUT_AGENT_HOOK_TIMEOUT_MS", "700"),
+            ("SPROUT_AGENT_STOP_MAX_REJECTIONS", "2"),
+        ],
+    );
+    let out = run_sprout(&["run", "x", "--mcp-config", &config], &env, &scratch.0);
+    let stdout = text(&out.stdout);
+    assert!(
+        stdout.contains("gate._Stop: killed"),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    let started: Vec<u32> = std::fs::read_to_string(&pids)
+        .unwrap()
+        .lines()
+        .map(|l| l.trim().parse().unwrap())
+        .collect();
+    assert_eq!(started.len(), 2, "one command per round the gate was in");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while started.iter().any(|p| alive(*p)) {
+        assert!(
+            Instant::now() < deadline,
+            "a gate command outlived its killed server: {started:?}"
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -153,15 +153,28 @@ impl ToolServer {
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
         let handler = self.into_handler();
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
+        let gone = handler.gone.clone();
         let stdin = EofSignal {
             inner: stdin,
-            gone: handler.gone.clone(),
+            gone: gone.clone(),
         };
         let running = handler
             .serve((stdin, stdout))
             .await
             .map_err(std::io::Error::other)?;
-        running.waiting().await.map_err(std::io::Error::other)?;
+        // SIGTERM (the agent killing a wedged server) stops every call in
+        // flight, gives them a moment to clean up, and ends the server.
+        let mut terminate =
+            tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            quit = running.waiting() => {
+                quit.map_err(std::io::Error::other)?;
+            }
+            _ = terminate.recv() => {
+                gone.cancel();
+                tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+            }
+        }
         Ok(())
     }
 }
@@ -212,12 +225,25 @@ impl ServerHandler for ToolServerHandler {
 
     async fn list_tools(
         &self,
-        _request: Option<PaginatedRequestParams>,
+        request: Option<PaginatedRequestParams>,
         _context: RequestContext<RoleServer>,
     ) -> Result<ListToolsResult, ErrorData> {
-        Ok(ListToolsResult::with_all_items(
-            self.server.tools.iter().map(|(t, _)| t.clone()).collect(),
-        ))
+        let all: Vec<Tool> = self.server.tools.iter().map(|(t, _)| t.clone()).collect();
+        let Some(size) = self.server.page_size else {
+            return Ok(ListToolsResult::with_all_items(all));
+        };
+        let start = match request.and_then(|r| r.cursor) {
+            None => 0,
+            Some(cursor) => cursor
+                .parse::<usize>()
+                .ok()
+                .filter(|&n| n <= all.len())
+                .ok_or_else(|| ErrorData::invalid_params(format!("bad cursor {cursor:?}"), None))?,
+        };
+        let end = (start + size).min(all.len());
+        let mut page = ListToolsResult::with_all_items(all[start..end].to_vec());
+        page.next_cursor = (end < all.len()).then(|| end.to_string());
+        Ok(page)
     }
 
     async fn call_tool(
