@@ -1,17 +1,20 @@
 //! `sprout hooks list` and `sprout hooks call`.
 
-use crate::support::{Scratch, run_sprout, text};
+use crate::support::{Scratch, mcp_config, run_sprout, text};
 
 #[test]
 fn hooks_list_shows_tools_hooks_allowlist_and_warnings() {
     let scratch = Scratch::new("list");
-    let config = scratch.mcp_config(&[
-        (
-            "alpha",
-            vec!["--tools", "read,write", "--hooks", "_Stop,_PostCompact"],
-        ),
-        ("beta", vec!["--hooks", "_stop,_Other"]),
-    ]);
+    let config = mcp_config(
+        &scratch,
+        &[
+            (
+                "alpha",
+                vec!["--tools", "read,write", "--hooks", "_Stop,_PostCompact"],
+            ),
+            ("beta", vec!["--hooks", "_stop,_Other"]),
+        ],
+    );
     let out = run_sprout(
         &["hooks", "list", "--mcp-config", &config],
         &[("MCP_HOOK_SERVERS", "alpha, alhpa")],
@@ -47,10 +50,13 @@ fn hooks_list_shows_tools_hooks_allowlist_and_warnings() {
 #[test]
 fn hooks_call_runs_one_round_like_the_agent() {
     let scratch = Scratch::new("call");
-    let config = scratch.mcp_config(&[
-        ("alpha", vec!["--stop", "text=two items open"]),
-        ("beta", vec!["--stop", "empty"]),
-    ]);
+    let config = mcp_config(
+        &scratch,
+        &[
+            ("alpha", vec!["--stop", "text=two items open"]),
+            ("beta", vec!["--stop", "empty"]),
+        ],
+    );
     let out = run_sprout(
         &["hooks", "call", "_Stop", "--mcp-config", &config],
         &[("MCP_HOOK_SERVERS", "*")],

@@ -3,7 +3,8 @@
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    FakeOpenAi, Scratch, alive, end, logged_pids, run_sprout, sprout_command, text, tool,
+    FakeOpenAi, Scratch, alive, end, logged_pids, mcp_config, run_sprout, sprout_command, text,
+    tool,
 };
 
 fn env_of<'a>(
@@ -20,10 +21,13 @@ fn env_of<'a>(
 #[test]
 fn objection_then_stop() {
     let scratch = Scratch::new("objection");
-    let config = scratch.mcp_config(&[(
-        "gate",
-        vec!["--tools", "work", "--stop", "text=run the tests,empty"],
-    )]);
+    let config = mcp_config(
+        &scratch,
+        &[(
+            "gate",
+            vec!["--tools", "work", "--stop", "text=run the tests,empty"],
+        )],
+    );
     let fake = FakeOpenAi::start(vec![
         (Duration::ZERO, end("done")),
         (Duration::ZERO, tool("c1", "gate__work")),
@@ -64,7 +68,10 @@ fn objection_then_stop() {
 #[test]
 fn consecutive_rule_and_budget() {
     let scratch = Scratch::new("rules");
-    let config = scratch.mcp_config(&[("nag", vec!["--tools", "work", "--stop", "text=not yet"])]);
+    let config = mcp_config(
+        &scratch,
+        &[("nag", vec!["--tools", "work", "--stop", "text=not yet"])],
+    );
     let fake = FakeOpenAi::start(vec![
         (Duration::ZERO, end("done")),
         (Duration::ZERO, end("done, really")),
@@ -104,7 +111,7 @@ fn consecutive_rule_and_budget() {
 #[test]
 fn hanging_hook_times_out() {
     let scratch = Scratch::new("hang");
-    let config = scratch.mcp_config(&[("slow", vec!["--stop", "hang"])]);
+    let config = mcp_config(&scratch, &[("slow", vec!["--stop", "hang"])]);
     let fake = FakeOpenAi::start(vec![(Duration::ZERO, end("done"))]);
     let fake_env = fake.env();
     let env = env_of(
@@ -129,13 +136,16 @@ fn hanging_hook_times_out() {
 fn killed_and_restarted_server() {
     let scratch = Scratch::new("restart");
     let log = scratch.path("wedge.log");
-    let config = scratch.mcp_config(&[
-        (
-            "wedge",
-            vec!["--stop", "hang,hang,text=back again,empty", "--log", &log],
-        ),
-        ("nag", vec!["--tools", "work", "--stop", "text=keep going"]),
-    ]);
+    let config = mcp_config(
+        &scratch,
+        &[
+            (
+                "wedge",
+                vec!["--stop", "hang,hang,text=back again,empty", "--log", &log],
+            ),
+            ("nag", vec!["--tools", "work", "--stop", "text=keep going"]),
+        ],
+    );
     let slow = Duration::from_millis(400);
     let fake = FakeOpenAi::start(vec![
         (Duration::ZERO, end("1")),
@@ -192,10 +202,13 @@ fn killed_and_restarted_server() {
 fn ctrl_c_mid_hook_exits_130_and_cleans_up() {
     let scratch = Scratch::new("sigint");
     let log = scratch.path("hang.log");
-    let config = scratch.mcp_config(&[(
-        "slow",
-        vec!["--stop", "hang", "--log", &log, "--grandchild"],
-    )]);
+    let config = mcp_config(
+        &scratch,
+        &[(
+            "slow",
+            vec!["--stop", "hang", "--log", &log, "--grandchild"],
+        )],
+    );
     let fake = FakeOpenAi::start(vec![(Duration::ZERO, end("done"))]);
     let fake_env = fake.env();
     let env = env_of(

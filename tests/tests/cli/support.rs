@@ -69,40 +69,21 @@ pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-/// A scratch directory, removed when dropped.
-pub(crate) struct Scratch(pub(crate) PathBuf);
+pub(crate) use sprout_tests::{Scratch, alive, logged_pids};
 
-impl Scratch {
-    pub(crate) fn new(test: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("sprout-cli-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
+/// Writes an mcpServers config of fixture servers `(name, args)` into
+/// `scratch`, returning its path.
+pub(crate) fn mcp_config(scratch: &Scratch, servers: &[(&str, Vec<&str>)]) -> String {
+    let mut entries = serde_json::Map::new();
+    for (name, args) in servers {
+        entries.insert(
+            name.to_string(),
+            json!({"command": fixture(), "args": args}),
+        );
     }
-
-    pub(crate) fn path(&self, name: &str) -> String {
-        self.0.join(name).to_string_lossy().into_owned()
-    }
-
-    /// Writes an mcpServers config of fixture servers `(name, args)`.
-    pub(crate) fn mcp_config(&self, servers: &[(&str, Vec<&str>)]) -> String {
-        let mut entries = serde_json::Map::new();
-        for (name, args) in servers {
-            entries.insert(
-                name.to_string(),
-                json!({"command": fixture(), "args": args}),
-            );
-        }
-        let path = self.path("mcp.json");
-        std::fs::write(&path, json!({"mcpServers": entries}).to_string()).unwrap();
-        path
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
+    let path = scratch.path("mcp.json");
+    std::fs::write(&path, json!({"mcpServers": entries}).to_string()).unwrap();
+    path
 }
 
 /// A Chat Completions answer that ends the turn with `text`.
@@ -188,27 +169,4 @@ impl Drop for FakeOpenAi {
     fn drop(&mut self) {
         let _ = &self.runtime;
     }
-}
-
-/// Whether a process runs (zombies count as gone).
-pub(crate) fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Err(_) => false,
-        Ok(stat) => !matches!(
-            stat.rsplit_once(')')
-                .and_then(|(_, r)| r.split_whitespace().next()),
-            Some("Z" | "X")
-        ),
-    }
-}
-
-/// The pids a fixture log recorded for `event`.
-pub(crate) fn logged_pids(path: &str, event: &str) -> Vec<u32> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .filter_map(|l| serde_json::from_str::<Value>(l).ok())
-        .filter(|v| v["event"] == event)
-        .filter_map(|v| v["pid"].as_u64().map(|p| p as u32))
-        .collect()
 }

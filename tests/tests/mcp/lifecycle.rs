@@ -94,7 +94,7 @@ async fn failed_starts_are_reported_and_others_work() {
 #[tokio::test]
 async fn children_get_only_the_small_environment() {
     let scratch = Scratch::new("env");
-    let out = scratch.file("env.json");
+    let out = scratch.path("env.json");
     let mut spec = fixture("env", &["--env-out", &out]);
     if let hooks_mcp::TransportSpec::Stdio { env, .. } = &mut spec.transport {
         env.insert("TODO_FILE".into(), "/tmp/todo".into());
@@ -121,7 +121,7 @@ async fn children_get_only_the_small_environment() {
 #[tokio::test]
 async fn tool_calls_and_hidden_hooks_h3() {
     let scratch = Scratch::new("tools");
-    let log = scratch.file("calls.log");
+    let log = scratch.path("calls.log");
     let mut rig = rig(
         vec![fixture(
             "s",
@@ -162,7 +162,7 @@ async fn tool_calls_and_hidden_hooks_h3() {
 #[tokio::test]
 async fn no_process_left_behind() {
     let scratch = Scratch::new("cleanup");
-    let (a, b) = (scratch.file("a.log"), scratch.file("b.log"));
+    let (a, b) = (scratch.path("a.log"), scratch.path("b.log"));
     let mut rig = rig(
         vec![
             fixture("a", &["--grandchild", "--log", &a, "--stop", "empty"]),

@@ -41,7 +41,7 @@ async fn objections_are_injected_in_configuration_order() {
 #[tokio::test]
 async fn every_kind_of_answer_is_read_r1_r4() {
     let scratch = Scratch::new("answers");
-    let log = scratch.file("exit.log");
+    let log = scratch.path("exit.log");
     let mut rig = rig(
         vec![
             fixture("blank", &["--stop", "blank"]),
@@ -91,7 +91,7 @@ async fn every_kind_of_answer_is_read_r1_r4() {
 #[tokio::test]
 async fn hooks_off_calls_nothing_a1() {
     let scratch = Scratch::new("off");
-    let log = scratch.file("calls.log");
+    let log = scratch.path("calls.log");
     let mut rig = rig(
         vec![fixture("todo", &["--stop", "text=no", "--log", &log])],
         None,
@@ -113,7 +113,7 @@ async fn hooks_off_calls_nothing_a1() {
 #[tokio::test]
 async fn only_allowlisted_servers_hook_a2_a3() {
     let scratch = Scratch::new("allow");
-    let (listed, unlisted) = (scratch.file("listed.log"), scratch.file("unlisted.log"));
+    let (listed, unlisted) = (scratch.path("listed.log"), scratch.path("unlisted.log"));
     let mut rig = rig(
         vec![
             fixture("listed", &["--stop", "empty", "--log", &listed]),

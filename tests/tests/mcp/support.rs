@@ -1,6 +1,5 @@
 //! The rig the end-to-end tests share.
 
-use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -17,27 +16,7 @@ pub(crate) fn fixture(name: &str, args: &[&str]) -> ServerSpec {
     )
 }
 
-/// A scratch directory, removed when dropped.
-pub(crate) struct Scratch(pub(crate) PathBuf);
-
-impl Scratch {
-    pub(crate) fn new(test: &str) -> Scratch {
-        let dir = std::env::temp_dir().join(format!("sprout-e2e-{test}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        std::fs::create_dir_all(&dir).unwrap();
-        Scratch(dir)
-    }
-
-    pub(crate) fn file(&self, name: &str) -> String {
-        self.0.join(name).to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for Scratch {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
+pub(crate) use sprout_tests::{Scratch, alive, log_events, logged_pids};
 
 /// A host whose events are recorded.
 pub(crate) struct Rig {
@@ -138,45 +117,6 @@ impl Rig {
 
     pub(crate) fn has_event(&self, pred: impl Fn(&Event) -> bool) -> bool {
         self.events.lock().unwrap().iter().any(pred)
-    }
-}
-
-/// The JSON lines of a fixture log.
-pub(crate) fn log_lines(path: &str) -> Vec<serde_json::Value> {
-    std::fs::read_to_string(path)
-        .unwrap_or_default()
-        .lines()
-        .map(|l| serde_json::from_str(l).unwrap())
-        .collect()
-}
-
-/// Lines of the log with this `event`.
-pub(crate) fn log_events(path: &str, event: &str) -> Vec<serde_json::Value> {
-    log_lines(path)
-        .into_iter()
-        .filter(|v| v["event"] == event)
-        .collect()
-}
-
-/// The pids the fixture logged for `event` (`start` or `grandchild`).
-pub(crate) fn logged_pids(path: &str, event: &str) -> Vec<u32> {
-    log_events(path, event)
-        .iter()
-        .map(|v| v["pid"].as_u64().unwrap() as u32)
-        .collect()
-}
-
-/// Whether a process is running (a zombie counts as gone: it runs nothing).
-pub(crate) fn alive(pid: u32) -> bool {
-    match std::fs::read_to_string(Path::new("/proc").join(pid.to_string()).join("stat")) {
-        Err(_) => false,
-        Ok(stat) => {
-            // The state follows the command name in parentheses.
-            let state = stat
-                .rsplit_once(')')
-                .and_then(|(_, rest)| rest.split_whitespace().next());
-            !matches!(state, Some("Z" | "X"))
-        }
     }
 }
 

@@ -51,7 +51,7 @@ async fn hanging_hooks_cost_one_deadline_t1() {
 #[tokio::test]
 async fn timed_out_calls_are_cancelled_and_late_answers_dropped_t2() {
     let scratch = Scratch::new("t2");
-    let log = scratch.file("late.log");
+    let log = scratch.path("late.log");
     let mut rig = rig(
         vec![fixture(
             "late",
@@ -90,7 +90,7 @@ async fn timed_out_calls_are_cancelled_and_late_answers_dropped_t2() {
 #[tokio::test]
 async fn second_timeout_kills_then_lazy_restart_t3_t4() {
     let scratch = Scratch::new("t3");
-    let log = scratch.file("wedge.log");
+    let log = scratch.path("wedge.log");
     let mut rig = rig(
         vec![
             fixture(
@@ -203,7 +203,7 @@ async fn a_server_that_keeps_wedging_is_retired_t4() {
 #[tokio::test]
 async fn cancel_ends_the_round_at_once_t5() {
     let scratch = Scratch::new("t5");
-    let log = scratch.file("hang.log");
+    let log = scratch.path("hang.log");
     let mut rig = rig(
         vec![fixture("hang", &["--stop", "hang,empty", "--log", &log])],
         Some("*"),
