@@ -266,13 +266,15 @@ impl ServerHandler for ToolServerHandler {
         // The call's token fires on notifications/cancelled or when the
         // client is gone, whichever comes first.
         let token = self.gone.child_token();
-        let (request, linked) = (context.ct.clone(), token.clone());
-        let link = tokio::spawn(async move {
-            request.cancelled().await;
-            linked.cancel();
-        });
-        let result = handler(arguments, token).await.map(Into::into);
-        link.abort();
-        result
+        let call = handler(arguments, token.clone());
+        tokio::pin!(call);
+        // Passes the request's cancellation on, then lets the handler finish
+        // its clean-up (its answer is discarded by rmcp).
+        loop {
+            tokio::select! {
+                result = &mut call => return result.map(Into::into),
+                () = context.ct.cancelled(), if !token.is_cancelled() => token.cancel(),
+            }
+        }
     }
 }
