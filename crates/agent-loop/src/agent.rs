@@ -398,7 +398,13 @@ impl<G: Gateway> Agent<G> {
         } else {
             "truncation"
         };
-        let after = fresh(&self.history, &[]).len();
+        // The fresh history's size before re-injection: the summary message
+        // and the prompt, or the preamble and the kept tail.
+        let after = if summary.is_some() {
+            2
+        } else {
+            1 + before - removed
+        };
         self.emit(AgentEvent::Compacted {
             kind,
             removed,

@@ -2,9 +2,9 @@
 //!
 //! A stdio server is a child process in its own process group, with a small
 //! environment ([`crate::spec::child_environment`]) and its stderr kept (the
-//! last lines, for start-up errors) and logged. Killing it kills the whole
-//! group, so helpers it spawned die with it. An HTTP server's "kill" closes
-//! its session.
+//! last lines, for start-up errors) and logged. Killing it signals the whole
+//! group, SIGTERM and then SIGKILL shortly after, so helpers it spawned die
+//! with it. An HTTP server's "kill" closes its session.
 //!
 //! Every connection has a watcher task: when the session ends for any reason
 //! it reaps the child, kills what is left of its group, and reports the end
@@ -104,30 +104,11 @@ impl Connection {
                     kill_group(pgid);
                     return Err("the child's stdio pipes were not available".into());
                 };
-                let started = tokio::time::timeout(deadline, async {
-                    let service = ().serve((stdout, stdin)).await.map_err(|e| e.to_string())?;
-                    let tools = service
-                        .peer()
-                        .list_all_tools()
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    Ok::<_, String>((service, tools))
-                })
-                .await;
-                match started {
-                    Ok(Ok((service, tools))) => {
+                match handshake((stdout, stdin), deadline).await {
+                    Ok((service, tools)) => {
                         Ok((Connection::watch(service, pgid, Some(child), on_end), tools))
                     }
-                    Ok(Err(e)) => {
-                        Err(start_failure(&e, &mut child, pgid, &tail, stderr_reader).await)
-                    }
-                    Err(_) => {
-                        let e = format!(
-                            "no answer to initialize and tools/list within {}ms",
-                            deadline.as_millis()
-                        );
-                        Err(start_failure(&e, &mut child, pgid, &tail, stderr_reader).await)
-                    }
+                    Err(e) => Err(start_failure(&e, &mut child, pgid, &tail, stderr_reader).await),
                 }
             }
             TransportSpec::Http { url, headers } => {
@@ -147,25 +128,11 @@ impl Connection {
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
                 let transport = StreamableHttpClientTransport::from_config(config);
-                let started = tokio::time::timeout(deadline, async {
-                    let service = ().serve(transport).await.map_err(|e| e.to_string())?;
-                    let tools = service
-                        .peer()
-                        .list_all_tools()
-                        .await
-                        .map_err(|e| e.to_string())?;
-                    Ok::<_, String>((service, tools))
-                })
-                .await;
-                match started {
-                    Ok(Ok((service, tools))) => {
+                match handshake(transport, deadline).await {
+                    Ok((service, tools)) => {
                         Ok((Connection::watch(service, None, None, on_end), tools))
                     }
-                    Ok(Err(e)) => Err(format!("{url}: {e}")),
-                    Err(_) => Err(format!(
-                        "{url}: no answer to initialize and tools/list within {}ms",
-                        deadline.as_millis()
-                    )),
+                    Err(e) => Err(format!("{url}: {e}")),
                 }
             }
         }
@@ -298,6 +265,34 @@ impl Drop for Connection {
             stop.cancel();
         }
     }
+}
+
+/// Initializes a session over `transport` and lists its tools (all pages),
+/// both within `deadline`.
+async fn handshake<T, E, A>(
+    transport: T,
+    deadline: Duration,
+) -> Result<(RunningService<RoleClient, ()>, Vec<Tool>), String>
+where
+    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
+    E: std::error::Error + Send + Sync + 'static,
+{
+    let started = tokio::time::timeout(deadline, async {
+        let service = ().serve(transport).await.map_err(|e| e.to_string())?;
+        let tools = service
+            .peer()
+            .list_all_tools()
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok::<_, String>((service, tools))
+    })
+    .await;
+    started.unwrap_or_else(|_| {
+        Err(format!(
+            "no answer to initialize and tools/list within {}ms",
+            deadline.as_millis()
+        ))
+    })
 }
 
 /// SIGKILL to a whole process group; a group that is gone already is fine.

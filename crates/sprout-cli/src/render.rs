@@ -12,9 +12,13 @@ use anstyle::{AnsiColor, Style};
 use hooks_core::{Event, Outcome, PolicyDecision};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
-/// The spinner on screen, if any, so that log lines (stderr) can be written
-/// around it instead of through it.
+/// The spinner on screen, if any (one terminal, one spinner), so that log
+/// lines (stderr) can be written around it instead of through it.
 static SPINNER: Mutex<Option<ProgressBar>> = Mutex::new(None);
+
+fn lock_spinner() -> std::sync::MutexGuard<'static, Option<ProgressBar>> {
+    SPINNER.lock().unwrap_or_else(|e| e.into_inner())
+}
 
 /// Writes log output to stderr with the spinner, if one is drawn, hidden
 /// for the moment.
@@ -23,7 +27,7 @@ pub struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let spinner = SPINNER.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let spinner = lock_spinner().clone();
         match spinner {
             Some(spinner) => spinner
                 .suspend(|| std::io::stderr().write_all(buf))
@@ -49,7 +53,6 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
 pub struct Renderer {
     json: bool,
     color: bool,
-    spinner: Option<ProgressBar>,
     terminal: bool,
 }
 
@@ -69,7 +72,6 @@ impl Renderer {
         Renderer {
             json,
             color: terminal && !json && std::env::var_os("NO_COLOR").is_none(),
-            spinner: None,
             terminal: terminal && !json,
         }
     }
@@ -91,8 +93,7 @@ impl Renderer {
     }
 
     fn line(&mut self, text: String) {
-        if let Some(spinner) = self.spinner.take() {
-            *SPINNER.lock().unwrap_or_else(|e| e.into_inner()) = None;
+        if let Some(spinner) = lock_spinner().take() {
             spinner.finish_and_clear();
         }
         let mut out = std::io::stdout().lock();
@@ -136,8 +137,7 @@ impl Renderer {
                         "model is working (round {round}, ~{estimated_tokens} tokens in)"
                     ));
                     spinner.enable_steady_tick(Duration::from_millis(100));
-                    *SPINNER.lock().unwrap_or_else(|e| e.into_inner()) = Some(spinner.clone());
-                    self.spinner = Some(spinner);
+                    *lock_spinner() = Some(spinner);
                 }
             }
             AgentEvent::ModelResponse {

@@ -299,10 +299,12 @@ async fn compaction_summary_then_reinjection_p1_p2() {
         matches!(&fresh[2], Message::ToolResult { content, .. } if content == r#"{"hook":"_PostCompact","server":"todo","text":"- [ ] ship it"}"#)
     );
     assert_eq!(fresh[3], Message::user("build the thing"));
+    // The event reports the fresh history's size before re-injection.
     assert!(events.lock().unwrap().iter().any(|e| matches!(
         e,
         AgentEvent::Compacted {
             kind: "summary",
+            after: 2,
             ..
         }
     )));
@@ -349,11 +351,12 @@ async fn truncation_fallback_still_runs_post_compact_p1() {
             kind,
             note,
             removed,
+            after,
             ..
-        } => Some((*kind, note.clone(), *removed)),
+        } => Some((*kind, note.clone(), *removed, *after)),
         _ => None,
     });
-    let (kind, note, removed) = compacted.expect("a compaction");
+    let (kind, note, removed, after) = compacted.expect("a compaction");
     assert_eq!(kind, "truncation");
     assert!(note.unwrap().contains("summary request failed"));
     assert!(removed > 0);
@@ -369,6 +372,8 @@ async fn truncation_fallback_still_runs_post_compact_p1() {
         matches!(&last[0], Message::User { text } if text.starts_with("[Earlier messages were dropped"))
     );
     assert!(last.iter().any(|m| matches!(m, Message::Assistant { tool_calls, .. } if tool_calls.iter().any(|c| c.name == "todo___PostCompact"))));
+    // The event reports the fresh history's size before the one re-injected pair.
+    assert_eq!(after + 2, last.len());
 }
 
 // When the provider's count passes the threshold but the history holds
