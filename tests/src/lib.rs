@@ -65,3 +65,15 @@ pub fn alive(pid: u32) -> bool {
         }
     }
 }
+
+/// Waits (up to 10 s) until none of `pids` runs; true if so.
+pub fn all_gone(pids: &[u32]) -> bool {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    while pids.iter().any(|p| alive(*p)) {
+        if std::time::Instant::now() >= deadline {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    }
+    true
+}

@@ -1,6 +1,8 @@
 //! `sprout hooks list` and `sprout hooks call`.
 
-use crate::support::{Scratch, mcp_config, run_sprout, text};
+use crate::support::{
+    Scratch, all_gone, gate_server, mcp_config, run_sprout, text, write_mcp_servers,
+};
 
 #[test]
 fn hooks_list_shows_tools_hooks_allowlist_and_warnings() {
@@ -128,12 +130,8 @@ fn gate_kills_its_command_when_the_call_is_cancelled() {
     let scratch = Scratch::new("gate");
     let pidfile = scratch.path("command.pid");
     let script = format!("echo $$ > {pidfile}; exec sleep 60");
-    let config = serde_json::json!({"mcpServers": {"gate": {
-        "command": crate::support::sprout(),
-        "args": ["hook-server", "gate", "--", "sh", "-c", script],
-    }}});
-    let config_path = scratch.path("mcp.json");
-    std::fs::write(&config_path, config.to_string()).unwrap();
+    let config_path =
+        write_mcp_servers(&scratch, serde_json::json!({"gate": gate_server(&script)}));
     let out = run_sprout(
         &[
             "hooks",
@@ -160,12 +158,8 @@ fn gate_kills_its_command_when_the_call_is_cancelled() {
         .trim()
         .parse()
         .unwrap();
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
-    while crate::support::alive(pid) {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the gate's command outlived the cancelled call"
-        );
-        std::thread::sleep(std::time::Duration::from_millis(50));
-    }
+    assert!(
+        all_gone(&[pid]),
+        "the gate's command outlived the cancelled call"
+    );
 }

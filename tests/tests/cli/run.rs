@@ -3,8 +3,8 @@
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    FakeOpenAi, Scratch, alive, end, logged_pids, mcp_config, run_sprout, sprout_command, text,
-    tool,
+    FakeOpenAi, Scratch, alive, all_gone, end, fixture, gate_server, logged_pids, mcp_config,
+    run_sprout, sprout_command, text, tool, write_mcp_servers,
 };
 
 fn env_of<'a>(
@@ -244,11 +244,7 @@ fn ctrl_c_mid_hook_exits_130_and_cleans_up() {
     assert!(stdout.contains("stopped: cancelled"), "{stdout}");
     let pids = [logged_pids(&log, "start"), logged_pids(&log, "grandchild")].concat();
     assert_eq!(pids.len(), 2);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while pids.iter().any(|p| alive(*p)) {
-        assert!(Instant::now() < deadline, "processes left behind: {pids:?}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(all_gone(&pids), "processes left behind: {pids:?}");
 }
 
 // A gate server killed after its second timeout [T3] takes its command with
@@ -259,18 +255,11 @@ fn a_killed_gate_takes_its_command_with_it() {
     let scratch = Scratch::new("gate-kill");
     let pids = scratch.path("commands.pid");
     let script = format!("echo $$ >> {pids}; exec sleep 60");
-    let mut entries = serde_json::Map::new();
-    entries.insert(
-        "gate".into(),
-        serde_json::json!({"command": crate::support::sprout(), "args": ["hook-server", "gate", "--", "sh", "-c", script]}),
+    let nag = serde_json::json!({"command": fixture(), "args": ["--tools", "work", "--stop", "text=keep going"]});
+    let config = write_mcp_servers(
+        &scratch,
+        serde_json::json!({"gate": gate_server(&script), "nag": nag}),
     );
-    entries.insert("nag".into(), serde_json::json!({"command": crate::support::fixture(), "args": ["--tools", "work", "--stop", "text=keep going"]}));
-    let config = scratch.path("mcp.json");
-    std::fs::write(
-        &config,
-        serde_json::json!({"mcpServers": entries}).to_string(),
-    )
-    .unwrap();
     let fake = FakeOpenAi::start(vec![
         (Duration::ZERO, end("1")),
         (Duration::ZERO, tool("c1", "nag__work")),
@@ -300,12 +289,8 @@ fn a_killed_gate_takes_its_command_with_it() {
         .map(|l| l.trim().parse().unwrap())
         .collect();
     assert_eq!(started.len(), 2, "one command per round the gate was in");
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while started.iter().any(|p| alive(*p)) {
-        assert!(
-            Instant::now() < deadline,
-            "a gate command outlived its killed server: {started:?}"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    assert!(
+        all_gone(&started),
+        "a gate command outlived its killed server: {started:?}"
+    );
 }

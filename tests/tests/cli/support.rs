@@ -69,21 +69,33 @@ pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
 
-pub(crate) use sprout_tests::{Scratch, alive, logged_pids};
+pub(crate) use sprout_tests::{Scratch, alive, all_gone, logged_pids};
+
+/// Writes `{"mcpServers": servers}` into `scratch`, returning its path.
+pub(crate) fn write_mcp_servers(scratch: &Scratch, servers: Value) -> String {
+    let path = scratch.path("mcp.json");
+    std::fs::write(&path, json!({"mcpServers": servers}).to_string()).unwrap();
+    path
+}
+
+/// The config entry of the bundled gate server running `sh -c script`.
+pub(crate) fn gate_server(script: &str) -> Value {
+    json!({"command": sprout(), "args": ["hook-server", "gate", "--", "sh", "-c", script]})
+}
 
 /// Writes an mcpServers config of fixture servers `(name, args)` into
 /// `scratch`, returning its path.
 pub(crate) fn mcp_config(scratch: &Scratch, servers: &[(&str, Vec<&str>)]) -> String {
-    let mut entries = serde_json::Map::new();
-    for (name, args) in servers {
-        entries.insert(
-            name.to_string(),
-            json!({"command": fixture(), "args": args}),
-        );
-    }
-    let path = scratch.path("mcp.json");
-    std::fs::write(&path, json!({"mcpServers": entries}).to_string()).unwrap();
-    path
+    let entries: serde_json::Map<String, Value> = servers
+        .iter()
+        .map(|(name, args)| {
+            (
+                name.to_string(),
+                json!({"command": fixture(), "args": args}),
+            )
+        })
+        .collect();
+    write_mcp_servers(scratch, Value::Object(entries))
 }
 
 /// A Chat Completions answer that ends the turn with `text`.

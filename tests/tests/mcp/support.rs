@@ -122,13 +122,10 @@ impl Rig {
 
 /// Waits (up to 10 s) until none of `pids` runs; true if so.
 pub(crate) async fn all_gone(pids: &[u32]) -> bool {
-    for _ in 0..200 {
-        if pids.iter().all(|p| !alive(*p)) {
-            return true;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    false
+    let pids = pids.to_vec();
+    tokio::task::spawn_blocking(move || sprout_tests::all_gone(&pids))
+        .await
+        .unwrap()
 }
 
 /// Waits (up to 10 s) for `cond`.

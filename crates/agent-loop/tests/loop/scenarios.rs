@@ -8,7 +8,7 @@ use agent_loop::{Agent, AgentEvent, AgentSettings, Message, ModelError, ModelRes
 use hooks_core::{EndReason, StopReason};
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{FakeGateway, FakeServer, Recorder, call, recording_sink, say};
+use crate::support::{FakeGateway, FakeServer, Recorder, call, cancel_after, recording_sink, say};
 
 fn todo_server(stop: Vec<Option<&'static str>>) -> FakeServer {
     FakeServer {
@@ -242,12 +242,7 @@ async fn cancellation_at_each_await_point() {
         };
         let gateway = FakeGateway::new(vec![server], Some("*"), 3);
         let (mut agent, _) = agent(model.clone(), gateway, AgentSettings::default());
-        let cancel = CancellationToken::new();
-        let trigger = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-            trigger.cancel();
-        });
+        let cancel = cancel_after(50);
         let outcome = agent.run_prompt("work", &cancel).await;
         assert_eq!(outcome.reason, EndReason::Cancelled, "hang at {hang_at}");
         agent_loop::message::check_pairing(agent.history()).unwrap();
@@ -457,12 +452,7 @@ async fn cancellation_during_the_summary_request() {
         ..AgentSettings::default()
     };
     let (mut agent, _) = agent(model.clone(), gateway, settings);
-    let cancel = CancellationToken::new();
-    let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
-        trigger.cancel();
-    });
+    let cancel = cancel_after(50);
     let outcome = agent.run_prompt("big task", &cancel).await;
     assert_eq!(outcome.reason, EndReason::Cancelled);
     assert!(

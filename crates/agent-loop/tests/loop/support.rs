@@ -374,3 +374,14 @@ pub(crate) fn http_settings() -> agent_loop::providers::HttpSettings {
         max_response_bytes: 1 << 20,
     }
 }
+
+/// A token that cancels itself after `ms` milliseconds.
+pub(crate) fn cancel_after(ms: u64) -> tokio_util::sync::CancellationToken {
+    let cancel = tokio_util::sync::CancellationToken::new();
+    let trigger = cancel.clone();
+    tokio::spawn(async move {
+        tokio::time::sleep(Duration::from_millis(ms)).await;
+        trigger.cancel();
+    });
+    cancel
+}
