@@ -147,9 +147,10 @@ impl ToolServer {
     }
 
     /// Serves over this process's stdin and stdout until the client goes.
-    /// When stdin closes, every call in flight sees its token cancelled at
-    /// once, so work a hook started (a gate's command) stops before the
-    /// server exits, and the client's grace period is not spent waiting.
+    /// When stdin closes, or SIGTERM arrives (the agent killing a wedged
+    /// server), every call in flight sees its token cancelled at once, so
+    /// work a hook started (a gate's command) stops before the server exits
+    /// and the client's grace period is not spent waiting.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
         let handler = self.into_handler();
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
