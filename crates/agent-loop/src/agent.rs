@@ -460,11 +460,7 @@ impl<G: Gateway> Agent<G> {
         let end = match self.gateway.decide(Input::Abort(reason), cancel).await {
             Ok(Decision::End { reason }) => reason,
             // The policy already ended the prompt (a cancelled round).
-            _ => match reason {
-                AbortReason::Cancelled => EndReason::Cancelled,
-                AbortReason::MaxRounds => EndReason::MaxRounds,
-                AbortReason::Failed => EndReason::Failed,
-            },
+            _ => reason.into(),
         };
         self.finish(end, detail, text, rounds)
     }

@@ -62,6 +62,17 @@ pub enum AbortReason {
     Failed,
 }
 
+impl From<AbortReason> for EndReason {
+    /// The end reason an abort gives the prompt [S5].
+    fn from(reason: AbortReason) -> EndReason {
+        match reason {
+            AbortReason::Cancelled => EndReason::Cancelled,
+            AbortReason::MaxRounds => EndReason::MaxRounds,
+            AbortReason::Failed => EndReason::Failed,
+        }
+    }
+}
+
 /// Something that happened, fed to [`Session::handle`].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
@@ -698,12 +709,7 @@ impl Session {
             }
             ended_round = Some(round.id);
         }
-        let reason = match reason {
-            AbortReason::Cancelled => EndReason::Cancelled,
-            AbortReason::MaxRounds => EndReason::MaxRounds,
-            AbortReason::Failed => EndReason::Failed,
-        };
-        self.end_prompt(ended_round, reason);
+        self.end_prompt(ended_round, reason.into());
         Ok(())
     }
 
