@@ -216,7 +216,9 @@ impl<G: Gateway> Agent<G> {
             if let Some(usage) = response.usage {
                 self.anchor = Some(UsageAnchor {
                     messages: self.history.len(),
-                    tokens: usage.input_tokens + usage.output_tokens,
+                    // The provider's numbers: saturating, so a server that
+                    // reports u64::MAX cannot overflow the sum.
+                    tokens: usage.input_tokens.saturating_add(usage.output_tokens),
                 });
             }
             let input = Input::ModelResponded {

@@ -53,10 +53,20 @@ pub struct UsageAnchor {
 /// last report plus an estimate of what was added since, or a byte estimate of
 /// everything before the first report.
 pub fn estimate_tokens(system: &str, history: &[Message], anchor: Option<UsageAnchor>) -> u64 {
-    let bytes = |messages: &[Message]| messages.iter().map(|m| m.byte_len() as u64).sum::<u64>();
+    // Saturating throughout: the anchor's tokens are the provider's numbers,
+    // which may be anything up to u64::MAX.
+    let bytes = |messages: &[Message]| {
+        messages
+            .iter()
+            .fold(0u64, |sum, m| sum.saturating_add(m.byte_len() as u64))
+    };
     match anchor.filter(|a| a.messages <= history.len()) {
-        Some(a) => a.tokens + bytes(&history[a.messages..]).div_ceil(BYTES_PER_TOKEN),
-        None => (system.len() as u64 + bytes(history)).div_ceil(BYTES_PER_TOKEN),
+        Some(a) => a
+            .tokens
+            .saturating_add(bytes(&history[a.messages..]).div_ceil(BYTES_PER_TOKEN)),
+        None => (system.len() as u64)
+            .saturating_add(bytes(history))
+            .div_ceil(BYTES_PER_TOKEN),
     }
 }
 
@@ -68,7 +78,7 @@ pub fn truncation_cut(history: &[Message], budget: u64) -> usize {
     let mut kept: u64 = 0;
     let mut cut = history.len();
     for (i, message) in history.iter().enumerate().rev() {
-        kept += (message.byte_len() as u64).div_ceil(BYTES_PER_TOKEN);
+        kept = kept.saturating_add((message.byte_len() as u64).div_ceil(BYTES_PER_TOKEN));
         if kept > budget {
             break;
         }
@@ -180,6 +190,25 @@ mod tests {
             }),
         );
         assert_eq!(anchored, 1000 + (history[2].byte_len() as u64).div_ceil(4));
+    }
+
+    // The provider's count can be anything; the estimate saturates instead of
+    // overflowing (this panicked in debug builds with u64::MAX).
+    #[test]
+    fn estimate_saturates_on_a_huge_reported_count() {
+        let history = vec![Message::user("a".repeat(400)), call("1"), result("1")];
+        let anchor = UsageAnchor {
+            messages: 1,
+            tokens: u64::MAX,
+        };
+        assert_eq!(estimate_tokens("", &history, Some(anchor)), u64::MAX);
+        let settings = CompactionSettings {
+            context_window: u64::MAX,
+            threshold: 2.0,
+            max_summaries: 0,
+        };
+        // `as` saturates: the limit is u64::MAX, not a wrapped small number.
+        assert_eq!(settings.limit(), u64::MAX);
     }
 
     // The cut never parts a call from its result.

@@ -12,7 +12,7 @@ use hooks_core::StopReason;
 use reqwest::header::{HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::http::{HttpSettings, field_str, post_json};
+use super::http::{HttpSettings, excerpt, field_str, post_json};
 use crate::message::{Message, ToolCall};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
 
@@ -128,7 +128,7 @@ pub fn parse_response(value: &Value) -> Result<ModelResponse, ModelError> {
     if value.get("type").and_then(Value::as_str) == Some("error") {
         return Err(ModelError::Malformed(format!(
             "the API returned an error object: {}",
-            value["error"]
+            excerpt(&value["error"])
         )));
     }
     let content = value

@@ -1,7 +1,7 @@
 //! What the HTTP providers share: one POST of JSON with retries, a deadline
 //! per attempt, and a cap on the answer's size.
 
-use std::time::Duration;
+use std::time::{Duration, SystemTime};
 
 use reqwest::header::{HeaderMap, RETRY_AFTER};
 
@@ -35,6 +35,13 @@ impl Default for HttpSettings {
 /// instead of waiting.
 const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 
+/// The most [`retry_after`] returns. A server's number can be anything (1e300
+/// ms, twenty digits of seconds, a date in the year 9999), so every longer
+/// wait is clamped to this one, which is still "longer than we would wait":
+/// the caller needs no more than that to give up, and no arithmetic or
+/// `Duration` constructor ever sees the raw number.
+const RETRY_AFTER_CLAMP: Duration = MAX_RETRY_AFTER.saturating_add(Duration::from_secs(1));
+
 /// POSTs `body` to `url` and parses the JSON answer, retrying what may pass.
 pub(crate) async fn post_json(
     client: &reqwest::Client,
@@ -64,7 +71,13 @@ pub(crate) async fn post_json(
                     && again
                     && retry_after.is_none_or(|wait| wait <= MAX_RETRY_AFTER) =>
             {
-                let wait = retry_after.unwrap_or(settings.backoff * 2u32.saturating_pow(attempt));
+                // Saturating: `retries` and `backoff` are settings, and a large
+                // pair must not overflow into a panic.
+                let wait = retry_after.unwrap_or_else(|| {
+                    settings
+                        .backoff
+                        .saturating_mul(2u32.saturating_pow(attempt))
+                });
                 tracing::warn!(
                     attempt = attempt + 1,
                     "model request failed, retrying in {wait:?}: {e}"
@@ -97,12 +110,12 @@ async fn attempt_once(
         Err(e) => return (Err(ModelError::Transport(describe(&e))), None),
     };
     let status = response.status();
-    let retry_after = retry_after(response.headers());
+    let retry_after = retry_after(response.headers(), SystemTime::now());
     let mut bytes = Vec::new();
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {
-                if bytes.len() + chunk.len() > settings.max_response_bytes {
+                if bytes.len().saturating_add(chunk.len()) > settings.max_response_bytes {
                     let e = format!(
                         "the answer is larger than {} bytes",
                         settings.max_response_bytes
@@ -117,7 +130,7 @@ async fn attempt_once(
     }
     if !status.is_success() {
         let text = String::from_utf8_lossy(&bytes);
-        let body: String = text.chars().take(500).collect();
+        let body: String = text.chars().take(EXCERPT_CHARS).collect();
         return (
             Err(ModelError::Status {
                 status: status.as_u16(),
@@ -140,29 +153,49 @@ async fn attempt_once(
     }
 }
 
-/// The wait a response asks for: `retry-after-ms`, or `Retry-After` as
-/// seconds or as an HTTP date.
-fn retry_after(headers: &HeaderMap) -> Option<Duration> {
+/// The wait a response asks for: `retry-after-ms` (a number of milliseconds,
+/// possibly fractional), or `Retry-After` as whole seconds or as an HTTP date
+/// (a date in the past asks for no wait). `now` reads the date form.
+///
+/// Every value comes from the network, so none is trusted: a wait longer than
+/// [`RETRY_AFTER_CLAMP`] (huge numbers, infinity, far dates) is returned as
+/// that clamp, and a value that is no number or date (negative, NaN, text,
+/// bytes that are not ASCII) is ignored as if the header were absent. Never
+/// panics; never returns more than the clamp.
+pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Duration> {
     let text = |name: &str| {
         headers
             .get(name)
             .and_then(|v| v.to_str().ok())
             .map(str::trim)
     };
+    // f64 parsing accepts "1e300", "inf" and "NaN"; NaN and negatives are
+    // garbage, and +inf is clamped like any other wait too long.
     if let Some(ms) = text("retry-after-ms")
         .and_then(|v| v.parse::<f64>().ok())
-        .filter(|ms| ms.is_finite() && *ms >= 0.0)
+        .filter(|ms| *ms >= 0.0)
     {
-        return Some(Duration::from_secs_f64(ms / 1000.0));
+        // Clamping the float first keeps the conversion in range; the
+        // fallback only matters if that reasoning were ever wrong.
+        let clamp_ms = RETRY_AFTER_CLAMP.as_secs_f64() * 1000.0;
+        return Some(
+            Duration::try_from_secs_f64(ms.min(clamp_ms) / 1000.0)
+                .map_or(RETRY_AFTER_CLAMP, |wait| wait.min(RETRY_AFTER_CLAMP)),
+        );
     }
     let value = text(RETRY_AFTER.as_str())?;
-    if let Ok(seconds) = value.parse::<u64>() {
-        return Some(Duration::from_secs(seconds));
+    // The seconds form is `1*DIGIT` (RFC 9110); more digits than a u64 holds
+    // is still a number of seconds, and far too long.
+    if !value.is_empty() && value.bytes().all(|b| b.is_ascii_digit()) {
+        let wait = value
+            .parse::<u64>()
+            .map_or(RETRY_AFTER_CLAMP, Duration::from_secs);
+        return Some(wait.min(RETRY_AFTER_CLAMP));
     }
     let when = httpdate::parse_http_date(value).ok()?;
     Some(
-        when.duration_since(std::time::SystemTime::now())
-            .unwrap_or(Duration::ZERO),
+        when.duration_since(now)
+            .map_or(Duration::ZERO, |wait| wait.min(RETRY_AFTER_CLAMP)),
     )
 }
 
@@ -184,6 +217,20 @@ fn describe(e: &reqwest::Error) -> String {
     text
 }
 
+/// How many characters of a server's text an error message quotes.
+const EXCERPT_CHARS: usize = 500;
+
+/// The start of a JSON value from the server, for an error message: the
+/// answer may be megabytes, and an error quoting all of it would carry them
+/// into every log line and event.
+pub(crate) fn excerpt(value: &serde_json::Value) -> String {
+    let text = value.to_string();
+    match text.char_indices().nth(EXCERPT_CHARS) {
+        Some((end, _)) => format!("{}… ({} bytes in all)", &text[..end], text.len()),
+        None => text,
+    }
+}
+
 /// Fetches `obj[key]` as a string, or says it was missing.
 pub(crate) fn field_str<'a>(
     value: &'a serde_json::Value,
@@ -194,4 +241,159 @@ pub(crate) fn field_str<'a>(
         .get(key)
         .and_then(serde_json::Value::as_str)
         .ok_or_else(|| ModelError::Malformed(format!("{at}.{key} is missing or not a string")))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+    use reqwest::header::HeaderValue;
+
+    /// A fixed "now" for the date form: 2024-01-01T00:00:00Z.
+    fn now() -> SystemTime {
+        SystemTime::UNIX_EPOCH + Duration::from_secs(1_704_067_200)
+    }
+
+    fn headers(pairs: &[(&'static str, &str)]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for (name, value) in pairs {
+            headers.insert(*name, HeaderValue::from_str(value).unwrap());
+        }
+        headers
+    }
+
+    fn wait(pairs: &[(&'static str, &str)]) -> Option<Duration> {
+        retry_after(&headers(pairs), now())
+    }
+
+    #[test]
+    fn milliseconds_are_read_and_clamped() {
+        let ms = |v: &str| wait(&[("retry-after-ms", v)]);
+        assert_eq!(ms("1500"), Some(Duration::from_millis(1500)));
+        assert_eq!(ms(" 0.5 "), Some(Duration::from_micros(500)));
+        assert_eq!(ms("0"), Some(Duration::ZERO));
+        assert_eq!(ms("-0"), Some(Duration::ZERO));
+        // This one made `sprout run` panic in Duration::from_secs_f64.
+        assert_eq!(ms("1e300"), Some(RETRY_AFTER_CLAMP));
+        assert_eq!(ms("1.8e19"), Some(RETRY_AFTER_CLAMP));
+        assert_eq!(ms("inf"), Some(RETRY_AFTER_CLAMP));
+        assert_eq!(ms("600000"), Some(RETRY_AFTER_CLAMP));
+        for garbage in ["-1", "NaN", "-inf", "soon", "", "0x10"] {
+            assert_eq!(ms(garbage), None, "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn milliseconds_win_and_garbage_falls_back_to_retry_after() {
+        let both = |ms: &str, s: &str| wait(&[("retry-after-ms", ms), ("retry-after", s)]);
+        assert_eq!(both("250", "30"), Some(Duration::from_millis(250)));
+        assert_eq!(both("NaN", "30"), Some(Duration::from_secs(30)));
+        assert_eq!(both("-5", "garbage"), None);
+    }
+
+    #[test]
+    fn seconds_are_read_and_clamped() {
+        let s = |v: &str| wait(&[("retry-after", v)]);
+        assert_eq!(s("7"), Some(Duration::from_secs(7)));
+        assert_eq!(s("0"), Some(Duration::ZERO));
+        assert_eq!(s("60"), Some(MAX_RETRY_AFTER));
+        assert_eq!(s("3600"), Some(RETRY_AFTER_CLAMP));
+        assert_eq!(s(&u64::MAX.to_string()), Some(RETRY_AFTER_CLAMP));
+        // More digits than a u64 holds: still a number, still too long.
+        assert_eq!(s("99999999999999999999"), Some(RETRY_AFTER_CLAMP));
+        assert_eq!(s(&"9".repeat(4000)), Some(RETRY_AFTER_CLAMP));
+        // Not `1*DIGIT`: neither seconds nor a date.
+        for garbage in ["1.5", "-1", "+5", "1e3", "NaN", "inf", "", "soon"] {
+            assert_eq!(s(garbage), None, "{garbage:?}");
+        }
+    }
+
+    #[test]
+    fn dates_are_read_against_now_and_clamped() {
+        let s = |v: &str| wait(&[("retry-after", v)]);
+        let at = |secs: u64| httpdate::fmt_http_date(now() + Duration::from_secs(secs));
+        assert_eq!(s(&at(30)), Some(Duration::from_secs(30)));
+        assert_eq!(s(&at(7200)), Some(RETRY_AFTER_CLAMP));
+        assert_eq!(s("Fri, 31 Dec 9999 23:59:59 GMT"), Some(RETRY_AFTER_CLAMP));
+        // A date in the past asks for no wait.
+        assert_eq!(s("Thu, 01 Jan 1970 00:00:00 GMT"), Some(Duration::ZERO));
+        assert_eq!(s(&httpdate::fmt_http_date(now())), Some(Duration::ZERO));
+        assert_eq!(s("Mon, 32 Foo 2024 99:99:99 GMT"), None);
+    }
+
+    // Cut at a char boundary (a byte index into multi-byte text would panic)
+    // and short whatever the value's size.
+    #[test]
+    fn excerpts_are_short_and_cut_between_chars() {
+        let small = serde_json::json!({"a": 1});
+        assert_eq!(excerpt(&small), r#"{"a":1}"#);
+        let big = serde_json::Value::String("é".repeat(100_000));
+        let cut = excerpt(&big);
+        assert!(cut.starts_with("\"é"), "{cut}");
+        assert!(cut.ends_with("… (200002 bytes in all)"), "{cut}");
+        assert_eq!(cut.chars().filter(|c| *c == 'é').count(), EXCERPT_CHARS - 1);
+    }
+
+    #[test]
+    fn no_header_or_non_ascii_bytes_ask_for_nothing() {
+        assert_eq!(wait(&[]), None);
+        let mut h = HeaderMap::new();
+        h.insert(
+            "retry-after",
+            HeaderValue::from_bytes(b"\xff\xfe 12").unwrap(),
+        );
+        h.insert("retry-after-ms", HeaderValue::from_bytes(b"1\xe9").unwrap());
+        assert_eq!(retry_after(&h, now()), None);
+    }
+
+    /// Any header value a server can send: bytes a `HeaderValue` accepts,
+    /// numbers of every magnitude and sign as text, and dates.
+    fn header_value() -> impl Strategy<Value = HeaderValue> {
+        let text = prop_oneof![
+            any::<f64>().prop_map(|f| f.to_string()),
+            any::<f64>().prop_map(|f| format!("{f:e}")),
+            any::<u64>().prop_map(|n| n.to_string()),
+            any::<i64>().prop_map(|n| n.to_string()),
+            any::<u128>().prop_map(|n| n.to_string()),
+            "[0-9]{1,60}",
+            "[-+]?[0-9]{0,30}(\\.[0-9]{0,30})?([eE][-+]?[0-9]{1,4})?",
+            Just("inf".to_owned()),
+            Just("-inf".to_owned()),
+            Just("NaN".to_owned()),
+            (0u64..=253_402_300_799).prop_map(|secs| httpdate::fmt_http_date(
+                SystemTime::UNIX_EPOCH + Duration::from_secs(secs)
+            )),
+            "\\PC{0,40}",
+        ]
+        .prop_filter_map("not a header value", |t| HeaderValue::from_str(&t).ok());
+        let bytes = proptest::collection::vec(any::<u8>(), 0..40)
+            .prop_filter_map("not a header value", |b| HeaderValue::from_bytes(&b).ok());
+        prop_oneof![3 => text, 1 => bytes]
+    }
+
+    proptest! {
+        // Whatever a server puts in `retry-after-ms` and `Retry-After`, and
+        // whatever the clock says, reading the wait never panics, and a wait
+        // it returns is at most RETRY_AFTER_CLAMP: no server can make the
+        // agent sleep for longer than it would choose to, or crash it with a
+        // number that does not fit a Duration.
+        #[test]
+        fn any_header_reads_without_panic_and_within_the_clamp(
+            ms in proptest::option::of(header_value()),
+            seconds in proptest::option::of(header_value()),
+            now_secs in 0u64..=253_402_300_799,
+        ) {
+            let mut headers = HeaderMap::new();
+            if let Some(ms) = ms {
+                headers.insert("retry-after-ms", ms);
+            }
+            if let Some(seconds) = seconds {
+                headers.insert(RETRY_AFTER, seconds);
+            }
+            let now = SystemTime::UNIX_EPOCH + Duration::from_secs(now_secs);
+            if let Some(wait) = retry_after(&headers, now) {
+                prop_assert!(wait <= RETRY_AFTER_CLAMP, "{wait:?} from {headers:?}");
+            }
+        }
+    }
 }

@@ -11,7 +11,7 @@ use hooks_core::StopReason;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
 use serde_json::{Value, json};
 
-use super::http::{HttpSettings, field_str, post_json};
+use super::http::{HttpSettings, excerpt, field_str, post_json};
 use crate::message::{Message, ToolCall};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
 
@@ -135,7 +135,8 @@ pub fn parse_response(value: &Value) -> Result<ModelResponse, ModelError> {
         Some(Value::String(s)) => s.clone(),
         Some(other) => {
             return Err(ModelError::Malformed(format!(
-                "choices[0].message.content is not text: {other}"
+                "choices[0].message.content is not text: {}",
+                excerpt(other)
             )));
         }
     };

@@ -345,3 +345,107 @@ async fn retry_after_is_honoured_or_the_error_returned() {
     );
     api.stop();
 }
+
+// A success that carries absurd retry headers is still a success: the
+// headers are read (the read must not panic; `retry-after-ms: 1e300` once
+// crashed `sprout run` in Duration::from_secs_f64) and then not needed.
+#[tokio::test]
+async fn absurd_retry_headers_on_a_success_are_harmless() {
+    let (_, body) = answer_text("fine");
+    let api = FakeApi::start_with_headers(vec![(
+        200,
+        vec![
+            ("retry-after-ms", "1e300".to_string()),
+            ("retry-after", "99999999999999999999".to_string()),
+        ],
+        body,
+    )])
+    .await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    let request = ModelRequest {
+        system: "",
+        messages: &[],
+        tools: &[],
+    };
+    assert_eq!(model.complete(request).await.unwrap().text, "fine");
+    api.stop();
+}
+
+// An error that asks for an absurd wait returns the server's error at once:
+// no panic, no retry, no sleep of years. The timeout bounds only whether it
+// returns at all, generously.
+#[tokio::test]
+async fn absurd_retry_after_on_an_error_returns_the_error_promptly() {
+    for headers in [
+        vec![("retry-after-ms", "1e300".to_string())],
+        vec![("retry-after-ms", "inf".to_string())],
+        vec![("retry-after", "99999999999999999999".to_string())],
+        vec![("retry-after", "Fri, 31 Dec 9999 23:59:59 GMT".to_string())],
+    ] {
+        let api = FakeApi::start_with_headers(vec![
+            (429, headers.clone(), "slow down".into()),
+            answer_text_with_headers("too early"),
+        ])
+        .await;
+        let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+        let request = ModelRequest {
+            system: "",
+            messages: &[],
+            tools: &[],
+        };
+        let result =
+            tokio::time::timeout(std::time::Duration::from_secs(10), model.complete(request))
+                .await
+                .unwrap_or_else(|_| panic!("still waiting after 10 s with {headers:?}"));
+        assert_eq!(
+            result.unwrap_err(),
+            ModelError::Status {
+                status: 429,
+                body: "slow down".into()
+            },
+            "{headers:?}"
+        );
+        assert_eq!(api.bodies().len(), 1, "retried despite {headers:?}");
+        api.stop();
+    }
+}
+
+fn answer_text_with_headers(text: &str) -> crate::support::ScriptedAnswer {
+    let (status, body) = answer_text(text);
+    (status, vec![], body)
+}
+
+// Token counts are the server's numbers: u64::MAX for both must not
+// overflow the loop's sum (this panicked in debug builds).
+#[tokio::test]
+async fn huge_usage_counts_do_not_overflow_the_loop() {
+    let api = FakeApi::start(vec![ok(json!({
+        "choices": [{"message": {"content": "counted"}, "finish_reason": "stop"}],
+        "usage": {"prompt_tokens": u64::MAX, "completion_tokens": u64::MAX},
+    }))])
+    .await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    let gateway = crate::support::FakeGateway::new(vec![], None, 3);
+    let (sink, events) = crate::support::recording_sink();
+    let mut agent = agent_loop::Agent::new(
+        std::sync::Arc::new(model),
+        gateway,
+        agent_loop::AgentSettings::default(),
+        sink,
+    );
+    let outcome = agent
+        .run_prompt("count", &tokio_util::sync::CancellationToken::new())
+        .await;
+    assert_eq!(outcome.text, "counted", "{outcome:?}");
+    assert!(
+        events.lock().unwrap().iter().any(|e| matches!(
+            e,
+            agent_loop::AgentEvent::ModelResponse {
+                input_tokens: Some(u64::MAX),
+                ..
+            }
+        )),
+        "the counts were not reported as sent"
+    );
+    api.stop();
+}
