@@ -90,7 +90,7 @@ fn init_logging() {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
     let _ = tracing_subscriber::fmt()
         .with_writer(render::LogWriter)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
+        .with_ansi(false) // LogWriter escapes control bytes, colours included
         .with_env_filter(filter)
         .with_target(false)
         .try_init();

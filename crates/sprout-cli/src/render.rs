@@ -3,6 +3,7 @@
 //! Both outputs read the same [`AgentEvent`]s: the human form is a rendering
 //! of them, never a second code path with its own facts.
 
+use std::borrow::Cow;
 use std::io::{IsTerminal, Write};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -21,18 +22,21 @@ fn lock_spinner() -> std::sync::MutexGuard<'static, Option<ProgressBar>> {
 }
 
 /// Writes log output to stderr with the spinner, if one is drawn, hidden
-/// for the moment.
+/// for the moment. Log lines quote servers (stderr tails, error reasons), so
+/// the bytes are made [`printable`] on the way out; logging's own colours
+/// are off for that reason (`init_logging`).
 #[derive(Debug, Clone, Copy, Default)]
 pub struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let clean = printable_bytes(buf);
         let spinner = lock_spinner().clone();
         match spinner {
             Some(spinner) => spinner
-                .suspend(|| std::io::stderr().write_all(buf))
+                .suspend(|| std::io::stderr().write_all(&clean))
                 .map(|()| buf.len()),
-            None => std::io::stderr().write_all(buf).map(|()| buf.len()),
+            None => std::io::stderr().write_all(&clean).map(|()| buf.len()),
         }
     }
 
@@ -46,6 +50,59 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
 
     fn make_writer(&'a self) -> LogWriter {
         LogWriter
+    }
+}
+
+/// `text` as it may be shown to a person on a terminal or in a pipe: every
+/// control character (`char::is_control`: C0, DEL, and C1 U+0080..U+009F)
+/// other than `\n` and `\t` is written as Rust's `\u{…}` escape in
+/// lower-case hex: ESC as `\u{1b}`, CR as `\u{d}`, BEL as `\u{7}`, DEL as
+/// `\u{7f}`, CSI as `\u{9b}`. Text from outside (the model, hooks, tools,
+/// servers) thus cannot move the cursor, rewrite earlier lines, retitle the
+/// window or ring the bell; other Unicode passes unchanged.
+pub fn printable(text: &str) -> Cow<'_, str> {
+    let shown = |c: char| !c.is_control() || c == '\n' || c == '\t';
+    if text.chars().all(shown) {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len() + 8);
+    for c in text.chars() {
+        if shown(c) {
+            out.push(c);
+        } else {
+            out.extend(c.escape_unicode());
+        }
+    }
+    Cow::Owned(out)
+}
+
+/// [`printable`] for bytes that should be UTF-8 (a log line); bytes that are
+/// not are shown as U+FFFD.
+fn printable_bytes(bytes: &[u8]) -> Cow<'_, [u8]> {
+    match String::from_utf8_lossy(bytes) {
+        Cow::Borrowed(text) => match printable(text) {
+            Cow::Borrowed(_) => Cow::Borrowed(bytes),
+            Cow::Owned(clean) => Cow::Owned(clean.into_bytes()),
+        },
+        Cow::Owned(text) => Cow::Owned(printable(&text).into_owned().into_bytes()),
+    }
+}
+
+/// One line of human output, made of pieces that are made [`printable`] as
+/// they are added and styled only when the line is written: the renderer's
+/// own escape sequences are the only ones that reach the terminal.
+#[derive(Debug, Default)]
+struct Line(Vec<(Option<Style>, String)>);
+
+impl Line {
+    fn plain(mut self, text: &str) -> Line {
+        self.0.push((None, printable(text).into_owned()));
+        self
+    }
+
+    fn styled(mut self, style: Style, text: &str) -> Line {
+        self.0.push((Some(style), printable(text).into_owned()));
+        self
     }
 }
 
@@ -84,18 +141,27 @@ impl Renderer {
         })
     }
 
-    fn paint(&self, style: Style, text: &str) -> String {
-        if self.color {
-            format!("{}{text}{}", style.render(), style.render_reset())
-        } else {
-            text.to_owned()
+    /// The line's text, with colour if this renderer paints.
+    fn render(&self, line: &Line) -> String {
+        let mut text = String::new();
+        for (style, piece) in &line.0 {
+            match style {
+                Some(style) if self.color => text.push_str(&format!(
+                    "{}{piece}{}",
+                    style.render(),
+                    style.render_reset()
+                )),
+                _ => text.push_str(piece),
+            }
         }
+        text
     }
 
-    fn line(&mut self, text: String) {
+    fn line(&mut self, line: Line) {
         if let Some(spinner) = lock_spinner().take() {
             spinner.finish_and_clear();
         }
+        let text = self.render(&line);
         let mut out = std::io::stdout().lock();
         let _ = writeln!(out, "{text}");
         let _ = out.flush();
@@ -104,187 +170,189 @@ impl Renderer {
     /// Shows one event.
     pub fn show(&mut self, event: &AgentEvent) {
         if self.json {
-            if let Ok(text) = serde_json::to_string(event) {
+            if let Some(text) = json_line(event) {
                 let mut out = std::io::stdout().lock();
                 let _ = writeln!(out, "{text}");
                 let _ = out.flush();
             }
             return;
         }
-        let dim = Style::new().dimmed();
-        let bold = Style::new().bold();
-        let red = Style::new().fg_color(Some(AnsiColor::Red.into()));
-        let yellow = Style::new().fg_color(Some(AnsiColor::Yellow.into()));
-        let green = Style::new().fg_color(Some(AnsiColor::Green.into()));
-        let cyan = Style::new().fg_color(Some(AnsiColor::Cyan.into()));
-        match event {
-            AgentEvent::PromptStarted { prompt } => {
-                let text = format!("{}{}", self.paint(bold, "prompt:"), first_lines(prompt, 3));
-                self.line(text);
-            }
-            AgentEvent::ModelRequest {
-                round,
-                estimated_tokens,
-                ..
-            } => {
-                if self.terminal {
-                    let spinner = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
-                    spinner.set_style(
-                        ProgressStyle::with_template("{spinner} {msg}")
-                            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                    );
-                    spinner.set_message(format!(
-                        "model is working (round {round}, ~{estimated_tokens} tokens in)"
-                    ));
-                    spinner.enable_steady_tick(Duration::from_millis(100));
-                    *lock_spinner() = Some(spinner);
-                }
-            }
-            AgentEvent::ModelResponse {
-                stop,
-                tool_calls,
-                latency,
-                ..
-            } => {
-                let text = self.paint(
-                    dim,
-                    &format!(
-                        "  model: {stop}, {tool_calls} tool call(s), {}",
-                        human(*latency)
-                    ),
+        if let AgentEvent::ModelRequest {
+            round,
+            estimated_tokens,
+            ..
+        } = event
+        {
+            if self.terminal {
+                let spinner = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
+                spinner.set_style(
+                    ProgressStyle::with_template("{spinner} {msg}")
+                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
                 );
-                self.line(text);
-            }
-            AgentEvent::AssistantText { text } => {
-                let label = self.paint(bold, "assistant:");
-                self.line(format!("{label} {}", text.trim_end()));
-            }
-            AgentEvent::ToolCall {
-                name, arguments, ..
-            } => {
-                let text = format!(
-                    "  {} {name} {}",
-                    self.paint(cyan, "→ tool"),
-                    clip(arguments, 160)
-                );
-                self.line(text);
-            }
-            AgentEvent::ToolResult {
-                name,
-                is_error,
-                text,
-                latency,
-                ..
-            } => {
-                let mark = if *is_error {
-                    self.paint(red, "← error")
-                } else {
-                    self.paint(cyan, "←")
-                };
-                self.line(format!(
-                    "  {mark} {name} ({}):{}",
-                    human(*latency),
-                    first_lines(text, 4)
+                spinner.set_message(format!(
+                    "model is working (round {round}, ~{estimated_tokens} tokens in)"
                 ));
+                spinner.enable_steady_tick(Duration::from_millis(100));
+                *lock_spinner() = Some(spinner);
             }
-            AgentEvent::Hook(event) => self.hook(event, yellow, red, green, dim),
-            AgentEvent::Injected { tool_name, .. } => {
-                let text = self.paint(
-                    dim,
-                    &format!("    injected as a {tool_name} tool result (JSON)"),
-                );
-                self.line(text);
-            }
-            AgentEvent::Compacted {
-                kind,
-                removed,
-                before,
-                after,
-                note,
-            } => {
-                let mut text = format!(
-                    "⇲ compacted by {kind}: {before} messages → {after} ({removed} removed)"
-                );
-                if let Some(note) = note {
-                    text.push_str(&format!("; {note}"));
-                }
-                let text = self.paint(yellow, &text);
-                self.line(text);
-            }
-            AgentEvent::PromptEnded {
-                reason,
-                detail,
-                rounds,
-            } => {
-                let style = if reason.is_normal() { green } else { red };
-                let mut text = format!("■ stopped: {reason} — {}", explain(reason));
-                if let Some(detail) = detail {
-                    text.push_str(&format!(": {detail}"));
-                }
-                text.push_str(&format!(" ({rounds} model round(s))"));
-                let text = self.paint(style, &text);
-                self.line(text);
-            }
+            return;
+        }
+        if let Some(line) = human_line(event) {
+            self.line(line);
         }
     }
+}
 
-    fn hook(&mut self, event: &Event, yellow: Style, red: Style, green: Style, dim: Style) {
-        let text = match event {
-            Event::RoundStarted { round, hook, servers, left_out, .. } => {
-                if servers.is_empty() && left_out.is_empty() {
-                    return;
-                }
-                let mut text = format!("⚑ {hook} round {round}: asking {}", list(servers));
-                if !left_out.is_empty() {
-                    text.push_str(&format!(" (left out, down: {})", list(left_out)));
-                }
-                self.paint(yellow, &text)
+/// An event as one JSON Lines record; serde_json escapes control characters
+/// below U+0020 itself (ESC as `\u001b`).
+fn json_line(event: &AgentEvent) -> Option<String> {
+    serde_json::to_string(event).ok()
+}
+
+/// An event as a line for people, or `None` for events not shown this way.
+fn human_line(event: &AgentEvent) -> Option<Line> {
+    let dim = Style::new().dimmed();
+    let bold = Style::new().bold();
+    let red = Style::new().fg_color(Some(AnsiColor::Red.into()));
+    let yellow = Style::new().fg_color(Some(AnsiColor::Yellow.into()));
+    let green = Style::new().fg_color(Some(AnsiColor::Green.into()));
+    let cyan = Style::new().fg_color(Some(AnsiColor::Cyan.into()));
+    let line = Line::default();
+    Some(match event {
+        AgentEvent::PromptStarted { prompt } => {
+            line.styled(bold, "prompt:").plain(&first_lines(prompt, 3))
+        }
+        AgentEvent::ModelRequest { .. } => return None,
+        AgentEvent::ModelResponse {
+            stop,
+            tool_calls,
+            latency,
+            ..
+        } => line.styled(
+            dim,
+            &format!(
+                "  model: {stop}, {tool_calls} tool call(s), {}",
+                human(*latency)
+            ),
+        ),
+        AgentEvent::AssistantText { text } => line
+            .styled(bold, "assistant:")
+            .plain(&format!(" {}", text.trim_end())),
+        AgentEvent::ToolCall {
+            name, arguments, ..
+        } => line
+            .plain("  ")
+            .styled(cyan, "→ tool")
+            .plain(&format!(" {name} {}", clip(arguments, 160))),
+        AgentEvent::ToolResult {
+            name,
+            is_error,
+            text,
+            latency,
+            ..
+        } => {
+            let line = if *is_error {
+                line.plain("  ").styled(red, "← error")
+            } else {
+                line.plain("  ").styled(cyan, "←")
+            };
+            line.plain(&format!(
+                " {name} ({}):{}",
+                human(*latency),
+                first_lines(text, 4)
+            ))
+        }
+        AgentEvent::Hook(event) => return hook_line(event, yellow, red, green, dim),
+        AgentEvent::Injected { tool_name, .. } => line.styled(
+            dim,
+            &format!("    injected as a {tool_name} tool result (JSON)"),
+        ),
+        AgentEvent::Compacted {
+            kind,
+            removed,
+            before,
+            after,
+            note,
+        } => {
+            let mut text =
+                format!("⇲ compacted by {kind}: {before} messages → {after} ({removed} removed)");
+            if let Some(note) = note {
+                text.push_str(&format!("; {note}"));
             }
-            Event::HookCalled { hook, server, outcome, latency, .. } => {
-                let detail = match outcome {
-                    Outcome::Objection { text } | Outcome::Injection { text } => format!(":{}", first_lines(text, 6)),
-                    Outcome::Error { kind, detail } => format!(" ({kind}):{}", first_lines(detail, 2)),
-                    _ => String::new(),
-                };
-                let style = match outcome {
-                    Outcome::Objection { .. } | Outcome::Injection { .. } => yellow,
-                    Outcome::Empty => dim,
-                    _ => red,
-                };
-                let head = self.paint(style, &format!("  {server}.{hook}: {} ({})", outcome.label(), human(*latency)));
-                format!("{head}{detail}")
+            line.styled(yellow, &text)
+        }
+        AgentEvent::PromptEnded {
+            reason,
+            detail,
+            rounds,
+        } => {
+            let style = if reason.is_normal() { green } else { red };
+            let mut text = format!("■ stopped: {reason} — {}", explain(reason));
+            if let Some(detail) = detail {
+                text.push_str(&format!(": {detail}"));
             }
-            Event::Decided { decision, .. } => match decision {
-                PolicyDecision::ObjectionHonoured { servers, budget_used, budget } => self.paint(
-                    yellow,
-                    &format!("  ✋ objection from {} honoured (budget {budget_used}/{budget}): the agent goes on", list(servers)),
-                ),
-                PolicyDecision::Reinject { servers } if !servers.is_empty() => {
-                    self.paint(yellow, &format!("  ↻ re-injecting what {} said after the compaction", list(servers)))
-                }
-                // The prompt's end is shown once, by the loop's own event.
-                _ => return,
-            },
-            Event::ServerDown { server, cause, failures, retry_at } => {
-                let cause = match cause {
-                    hooks_core::DownCause::Killed => "killed after two hook timeouts in a row".to_owned(),
-                    hooks_core::DownCause::Crashed(why) => format!("exited ({why})"),
-                    hooks_core::DownCause::StartFailed(why) => format!("failed to start ({why})"),
-                };
-                let next = if retry_at.is_some() { "it will be restarted when next needed" } else { "it stays off for this session" };
-                self.paint(red, &format!("✗ server {server} {cause}; failure {failures} of 3, {next}"))
+            text.push_str(&format!(" ({rounds} model round(s))"));
+            line.styled(style, &text)
+        }
+    })
+}
+
+fn hook_line(event: &Event, yellow: Style, red: Style, green: Style, dim: Style) -> Option<Line> {
+    let line = Line::default();
+    Some(match event {
+        Event::RoundStarted { round, hook, servers, left_out, .. } => {
+            if servers.is_empty() && left_out.is_empty() {
+                return None;
             }
-            Event::ServerStarting { server, attempt } if *attempt > 1 => self.paint(yellow, &format!("↺ restarting server {server} (attempt {attempt})")),
-            Event::ServerStarting { .. } => return,
-            Event::ServerUp { server, model_tools, hooks } => {
-                let hooks: Vec<&str> = hooks.iter().map(|h| h.tool_name()).collect();
-                let hooks = if hooks.is_empty() { "no hooks".to_owned() } else { hooks.join(" ") };
-                self.paint(green, &format!("✓ server {server} up: {model_tools} tool(s), {hooks}"))
+            let mut text = format!("⚑ {hook} round {round}: asking {}", list(servers));
+            if !left_out.is_empty() {
+                text.push_str(&format!(" (left out, down: {})", list(left_out)));
             }
-            Event::Warning(warning) => self.paint(yellow, &format!("warning: {warning}")),
-        };
-        self.line(text);
-    }
+            line.styled(yellow, &text)
+        }
+        Event::HookCalled { hook, server, outcome, latency, .. } => {
+            let detail = match outcome {
+                Outcome::Objection { text } | Outcome::Injection { text } => format!(":{}", first_lines(text, 6)),
+                Outcome::Error { kind, detail } => format!(" ({kind}):{}", first_lines(detail, 2)),
+                _ => String::new(),
+            };
+            let style = match outcome {
+                Outcome::Objection { .. } | Outcome::Injection { .. } => yellow,
+                Outcome::Empty => dim,
+                _ => red,
+            };
+            line.styled(style, &format!("  {server}.{hook}: {} ({})", outcome.label(), human(*latency)))
+                .plain(&detail)
+        }
+        Event::Decided { decision, .. } => match decision {
+            PolicyDecision::ObjectionHonoured { servers, budget_used, budget } => line.styled(
+                yellow,
+                &format!("  ✋ objection from {} honoured (budget {budget_used}/{budget}): the agent goes on", list(servers)),
+            ),
+            PolicyDecision::Reinject { servers } if !servers.is_empty() => {
+                line.styled(yellow, &format!("  ↻ re-injecting what {} said after the compaction", list(servers)))
+            }
+            // The prompt's end is shown once, by the loop's own event.
+            _ => return None,
+        },
+        Event::ServerDown { server, cause, failures, retry_at } => {
+            let cause = match cause {
+                hooks_core::DownCause::Killed => "killed after two hook timeouts in a row".to_owned(),
+                hooks_core::DownCause::Crashed(why) => format!("exited ({why})"),
+                hooks_core::DownCause::StartFailed(why) => format!("failed to start ({why})"),
+            };
+            let next = if retry_at.is_some() { "it will be restarted when next needed" } else { "it stays off for this session" };
+            line.styled(red, &format!("✗ server {server} {cause}; failure {failures} of 3, {next}"))
+        }
+        Event::ServerStarting { server, attempt } if *attempt > 1 => line.styled(yellow, &format!("↺ restarting server {server} (attempt {attempt})")),
+        Event::ServerStarting { .. } => return None,
+        Event::ServerUp { server, model_tools, hooks } => {
+            let hooks: Vec<&str> = hooks.iter().map(|h| h.tool_name()).collect();
+            let hooks = if hooks.is_empty() { "no hooks".to_owned() } else { hooks.join(" ") };
+            line.styled(green, &format!("✓ server {server} up: {model_tools} tool(s), {hooks}"))
+        }
+        Event::Warning(warning) => line.styled(yellow, &format!("warning: {warning}")),
+    })
 }
 
 fn list(names: &[hooks_core::ServerName]) -> String {
@@ -345,5 +413,164 @@ fn first_lines(text: &str, n: usize) -> String {
         0 => String::new(),
         1 => format!(" {}", shown[0]),
         _ => format!("\n    {}", shown.join("\n    ")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn controls_are_escaped_in_one_form() {
+        assert_eq!(printable("a\x1b[2Jb"), "a\\u{1b}[2Jb");
+        assert_eq!(printable("over\rwrite"), "over\\u{d}write");
+        assert_eq!(printable("ding\x07"), "ding\\u{7}");
+        assert_eq!(printable("del\x7f"), "del\\u{7f}");
+        assert_eq!(printable("\0"), "\\u{0}");
+        // C1 controls: U+009B is a one-character CSI on some terminals.
+        assert_eq!(
+            printable("\u{80}\u{9b}31m\u{9f}"),
+            "\\u{80}\\u{9b}31m\\u{9f}"
+        );
+    }
+
+    #[test]
+    fn newlines_tabs_and_unicode_pass_unchanged() {
+        let text = "line one\n\tindented — ünïcødé ✓ 日本語 🌱 \u{a0}\u{200b}";
+        assert!(matches!(printable(text), Cow::Borrowed(t) if t == text));
+        assert!(matches!(printable(""), Cow::Borrowed("")));
+    }
+
+    #[test]
+    fn log_bytes_are_escaped_and_bad_utf8_replaced() {
+        assert_eq!(&*printable_bytes(b"ok\n"), b"ok\n");
+        assert_eq!(
+            &*printable_bytes(b"stderr: \x1b]0;pwned\x07\n"),
+            b"stderr: \\u{1b}]0;pwned\\u{7}\n"
+        );
+        assert_eq!(&*printable_bytes(b"\xff\x1b"), "\u{fffd}\\u{1b}".as_bytes());
+    }
+
+    fn renderer(color: bool) -> Renderer {
+        Renderer {
+            json: false,
+            color,
+            terminal: false,
+        }
+    }
+
+    fn shown(event: &AgentEvent, color: bool) -> String {
+        let line = human_line(event).expect("the event is shown");
+        renderer(color).render(&line)
+    }
+
+    // Text from outside reaches the human output escaped, piped or on a
+    // terminal, while the renderer's own colours still work.
+    #[test]
+    fn external_text_is_escaped_and_styling_kept() {
+        let event = AgentEvent::AssistantText {
+            text: "hi\x1b[2J\rthere\x07".into(),
+        };
+        let piped = shown(&event, false);
+        assert_eq!(piped, "assistant: hi\\u{1b}[2J\\u{d}there\\u{7}");
+        let painted = shown(&event, true);
+        let bold = Style::new().bold();
+        assert_eq!(
+            painted,
+            format!(
+                "{}assistant:{} hi\\u{{1b}}[2J\\u{{d}}there\\u{{7}}",
+                bold.render(),
+                bold.render_reset()
+            )
+        );
+        // The only ESC bytes are the renderer's own two sequences.
+        assert_eq!(painted.matches('\x1b').count(), 2, "{painted:?}");
+    }
+
+    #[test]
+    fn every_kind_of_external_text_is_escaped() {
+        let bad = "x\x1b]0;t\x07\u{9b}y";
+        let server = hooks_core::ServerName::new("todo").unwrap();
+        let events = [
+            AgentEvent::PromptStarted { prompt: bad.into() },
+            AgentEvent::ToolCall {
+                id: "1".into(),
+                name: bad.into(),
+                arguments: bad.into(),
+            },
+            AgentEvent::ToolResult {
+                id: "1".into(),
+                name: bad.into(),
+                is_error: true,
+                text: bad.into(),
+                latency: Duration::ZERO,
+            },
+            AgentEvent::Injected {
+                hook: "_Stop".into(),
+                server: "todo".into(),
+                tool_name: bad.into(),
+                content: bad.into(),
+            },
+            AgentEvent::Compacted {
+                kind: "summary",
+                removed: 1,
+                before: 2,
+                after: 1,
+                note: Some(bad.into()),
+            },
+            AgentEvent::PromptEnded {
+                reason: hooks_core::EndReason::Failed,
+                detail: Some(bad.into()),
+                rounds: 1,
+            },
+            AgentEvent::ModelResponse {
+                round: 1,
+                stop: bad.into(),
+                tool_calls: 0,
+                input_tokens: None,
+                output_tokens: None,
+                latency: Duration::ZERO,
+            },
+            AgentEvent::Hook(Event::HookCalled {
+                round: hooks_core::RoundId(1),
+                hook: hooks_core::HookPoint::Stop,
+                server: server.clone(),
+                outcome: Outcome::Objection { text: bad.into() },
+                latency: Duration::ZERO,
+            }),
+            AgentEvent::Hook(Event::ServerDown {
+                server,
+                cause: hooks_core::DownCause::Crashed(bad.into()),
+                failures: 1,
+                retry_at: None,
+            }),
+        ];
+        for event in &events {
+            for color in [false, true] {
+                let text = shown(event, color);
+                assert!(text.contains("x\\u{1b}]0;t\\u{7}\\u{9b}y"), "{text:?}");
+                assert!(
+                    !text.contains('\x07') && !text.contains('\u{9b}'),
+                    "{text:?}"
+                );
+                // Escapes, if any, are the renderer's own SGR sequences.
+                let own = text.matches("\x1b[").count();
+                assert_eq!(text.matches('\x1b').count(), own, "{text:?}");
+                if !color {
+                    assert_eq!(own, 0, "{text:?}");
+                }
+            }
+        }
+    }
+
+    // `--json` is left to serde_json, which escapes ESC itself.
+    #[test]
+    fn json_lines_escape_esc() {
+        let line = json_line(&AgentEvent::AssistantText {
+            text: "a\x1b[2Jb".into(),
+        })
+        .unwrap();
+        assert!(line.contains(r#""text":"a\u001b[2Jb""#), "{line}");
+        assert!(!line.contains('\x1b'), "{line}");
     }
 }
