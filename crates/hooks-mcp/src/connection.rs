@@ -1,37 +1,53 @@
 //! One live connection to one MCP server, over stdio or Streamable HTTP.
 //!
 //! A stdio server is a child process in its own process group, with a small
-//! environment ([`crate::spec::child_environment`]) and its stderr kept (the
-//! last lines, for start-up errors) and logged. Killing it signals the whole
-//! group, SIGTERM and then SIGKILL shortly after, so helpers it spawned die
-//! with it. An HTTP server's "kill" closes its session.
+//! environment ([`crate::spec::child_environment`]) and its stderr read line
+//! by line (bounded lines; the last few kept for start-up errors) and logged.
+//! Killing it signals the whole group, SIGTERM and then SIGKILL shortly
+//! after, so helpers it spawned die with it. An HTTP server's "kill" closes
+//! its session.
+//!
+//! Every transport is [`Guarded`]: a server that floods us or stops reading
+//! is found wedged and its connection ends (see [`crate::guard`]). The
+//! listing at start is bounded in pages, tools and bytes ([`ListingLimits`]).
 //!
 //! Every connection has a watcher task: when the session ends for any reason
 //! it reaps the child, kills what is left of its group, and reports the end
-//! once. This module decides nothing: whether to kill, when to restart, is
-//! the core's call, relayed by [`crate::host`].
+//! once. [`Connection::close`] always returns within a fixed bound, whatever
+//! the server does. This module decides nothing: whether to kill, when to
+//! restart, is the core's call, relayed by [`crate::host`].
 
-use std::collections::VecDeque;
+use std::collections::{BTreeSet, VecDeque};
 use std::process::Stdio;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use futures::StreamExt;
 use nix::sys::signal::{Signal, killpg};
 use nix::unistd::Pid;
-use rmcp::model::{CallToolRequestParams, CallToolResult, JsonObject, Tool};
+use rmcp::model::{
+    CallToolRequestParams, CallToolResult, ClientCapabilities, ClientConfig, Implementation,
+    JsonObject, PaginatedRequestParams, ProtocolVersion, Tool,
+};
 use rmcp::service::{Peer, RoleClient, RunningService, RunningServiceCancellationToken};
 use rmcp::transport::StreamableHttpClientTransport;
 use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
 use rmcp::{ServiceError, ServiceExt};
-use std::sync::atomic::{AtomicBool, Ordering};
-use tokio::io::{AsyncBufReadExt, BufReader};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
+use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
 
-use crate::spec::{ServerSpec, TransportSpec, child_environment};
+use crate::guard::{Guarded, Limits, Tripwire};
+use crate::reply::describe_service_error;
+use crate::spec::{ServerSpec, TransportSpec, child_environment, redact_url};
 
 /// Stderr lines kept per stdio server, for error messages.
 const STDERR_TAIL_LINES: usize = 20;
+
+/// Longest stderr line kept; the rest of a longer line is dropped, so a
+/// server that writes without newlines cannot grow our memory.
+const STDERR_LINE_BYTES: usize = 4096;
 
 /// How long a killed server has between SIGTERM and SIGKILL.
 const KILL_GRACE: Duration = Duration::from_millis(250);
@@ -40,11 +56,126 @@ const KILL_GRACE: Duration = Duration::from_millis(250);
 /// before its group is killed.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
+/// How long the watcher may take to reap and report once the group was
+/// killed; past it, [`Connection::close`] stops waiting.
+const REAP_BOUND: Duration = Duration::from_secs(1);
+
+/// The protocol revision offered in `initialize`: the newest one that has an
+/// `initialize` request, which older servers negotiate down from.
+const PROTOCOL_VERSION: ProtocolVersion = ProtocolVersion::V_2025_11_25;
+
+/// Bounds on a server's `tools/list` at start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ListingLimits {
+    /// Pages (`nextCursor` round trips).
+    pub max_pages: usize,
+    /// Tools, hooks included.
+    pub max_tools: usize,
+    /// Bytes of the listing, as JSON.
+    pub max_bytes: usize,
+}
+
+impl Default for ListingLimits {
+    fn default() -> Self {
+        ListingLimits {
+            max_pages: 100,
+            max_tools: 1000,
+            max_bytes: 4 * 1024 * 1024,
+        }
+    }
+}
+
+/// Why a server did not start. Every message names what happened in words a
+/// person can act on.
+#[derive(Debug, thiserror::Error)]
+pub enum StartError {
+    /// The program could not be run.
+    #[error("cannot run {command:?}: {source}")]
+    Spawn {
+        /// The program.
+        command: String,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// A configured header is not valid HTTP.
+    #[error("the header {0:?} is not a valid HTTP header")]
+    BadHeader(String),
+    /// `initialize` and `tools/list` took longer than the start deadline.
+    #[error("no answer to initialize and tools/list within {} ms", .0.as_millis())]
+    TimedOut(Duration),
+    /// The handshake or the listing failed.
+    #[error("{0}")]
+    Handshake(String),
+    /// The listing broke one of the [`ListingLimits`].
+    #[error("its tool listing is too large: {0}")]
+    Listing(String),
+    /// The process exited or was found wedged while starting.
+    #[error("{what}: {error}{tail}", tail = tail_text(.stderr_tail))]
+    Ended {
+        /// What happened to the process.
+        what: String,
+        /// The handshake's error.
+        error: Box<StartError>,
+        /// Its last stderr lines.
+        stderr_tail: Vec<String>,
+    },
+}
+
+fn tail_text(lines: &[String]) -> String {
+    if lines.is_empty() {
+        String::new()
+    } else {
+        format!("; its stderr ends with: {}", lines.join(" | "))
+    }
+}
+
+/// Process groups of live stdio children, so that [`kill_all_now`] can reach
+/// them from a path that cannot wait (a second Ctrl-C).
+static LIVE_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
+
+/// A process group in [`LIVE_GROUPS`] until dropped.
+#[derive(Debug)]
+struct LiveGroup(i32);
+
+impl LiveGroup {
+    fn new(pgid: i32) -> LiveGroup {
+        LIVE_GROUPS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(pgid);
+        LiveGroup(pgid)
+    }
+}
+
+impl Drop for LiveGroup {
+    fn drop(&mut self) {
+        LIVE_GROUPS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+    }
+}
+
+/// SIGKILLs the process group of every stdio server this process started
+/// and has not reaped yet. For a process about to exit without waiting (a
+/// second Ctrl-C): nothing it started outlives it.
+pub fn kill_all_now() {
+    let groups = LIVE_GROUPS
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    for pgid in groups {
+        kill_group(Some(pgid));
+    }
+}
+
 /// A connected server.
 pub(crate) struct Connection {
     peer: Peer<RoleClient>,
     /// Taken by the first of `kill` and `close`.
     stop: Mutex<Option<RunningServiceCancellationToken>>,
+    /// Ends the transport's IO at once.
+    wire: Tripwire,
     /// The child's process group id (its pid); `None` for HTTP.
     pgid: Option<i32>,
     /// Set by the watcher once the child is reaped and its group killed:
@@ -61,8 +192,14 @@ impl std::fmt::Debug for Connection {
     }
 }
 
-/// Why a start failed, for people.
-pub(crate) type StartError = String;
+/// What `initialize` says about us.
+fn client_info() -> ClientConfig {
+    ClientConfig::new(
+        ClientCapabilities::default(),
+        Implementation::new("sprout", env!("CARGO_PKG_VERSION")),
+    )
+    .with_protocol_version(PROTOCOL_VERSION)
+}
 
 impl Connection {
     /// Connects to `spec` and lists its tools, all within `deadline`. On
@@ -71,8 +208,10 @@ impl Connection {
     pub(crate) async fn connect(
         spec: &ServerSpec,
         deadline: Duration,
+        listing: ListingLimits,
         on_end: impl FnOnce(String) + Send + 'static,
     ) -> Result<(Arc<Connection>, Vec<Tool>), StartError> {
+        let wire = Tripwire::default();
         match &spec.transport {
             TransportSpec::Stdio {
                 command,
@@ -92,23 +231,36 @@ impl Connection {
                 if let Some(dir) = cwd {
                     cmd.current_dir(dir);
                 }
-                let mut child = cmd
-                    .spawn()
-                    .map_err(|e| format!("cannot run {command:?}: {e}"))?;
+                let mut child = cmd.spawn().map_err(|source| StartError::Spawn {
+                    command: command.clone(),
+                    source,
+                })?;
                 let pgid = child.id().and_then(|id| i32::try_from(id).ok());
+                let live = pgid.map(LiveGroup::new);
                 let tail = Arc::new(Mutex::new(VecDeque::new()));
                 let stderr_reader = child.stderr.take().map(|stderr| {
-                    tokio::spawn(drain_stderr(spec.name.to_string(), stderr, tail.clone()))
+                    tokio::spawn(read_stderr(spec.name.to_string(), stderr, tail.clone()))
                 });
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
                     kill_group(pgid);
-                    return Err("the child's stdio pipes were not available".into());
+                    return Err(StartError::Handshake(
+                        "the child's stdio pipes were not available".into(),
+                    ));
                 };
-                match handshake((stdout, stdin), deadline).await {
-                    Ok((service, tools)) => {
-                        Ok((Connection::watch(service, pgid, Some(child), on_end), tools))
+                let transport = Guarded::new(
+                    rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin),
+                    Limits::default(),
+                    wire.clone(),
+                );
+                match handshake(transport, deadline, listing).await {
+                    Ok((service, tools)) => Ok((
+                        Connection::watch(service, wire, pgid, Some((child, live)), on_end),
+                        tools,
+                    )),
+                    Err(e) => {
+                        wire.cut();
+                        Err(start_failure(e, &wire, &mut child, pgid, &tail, stderr_reader).await)
                     }
-                    Err(e) => Err(start_failure(&e, &mut child, pgid, &tail, stderr_reader).await),
                 }
             }
             TransportSpec::Http { url, headers } => {
@@ -119,72 +271,110 @@ impl Connection {
                         reqwest::header::HeaderValue::from_str(value),
                     );
                     let (Ok(name), Ok(value)) = parsed else {
-                        return Err(format!(
-                            "{url}: the header {name:?} is not a valid HTTP header"
-                        ));
+                        return Err(StartError::BadHeader(name.clone()));
                     };
                     custom.insert(name, value);
                 }
                 let config = StreamableHttpClientTransportConfig::with_uri(url.as_str())
                     .custom_headers(custom);
-                let transport = StreamableHttpClientTransport::from_config(config);
-                match handshake(transport, deadline).await {
+                let transport = Guarded::new(
+                    StreamableHttpClientTransport::from_config(config),
+                    Limits::default(),
+                    wire.clone(),
+                );
+                match handshake(transport, deadline, listing).await {
                     Ok((service, tools)) => {
-                        Ok((Connection::watch(service, None, None, on_end), tools))
+                        Ok((Connection::watch(service, wire, None, None, on_end), tools))
                     }
-                    Err(e) => Err(format!("{url}: {e}")),
+                    Err(e) => {
+                        wire.cut();
+                        Err(match wire.wedged() {
+                            Some(reason) => StartError::Handshake(reason),
+                            None => redact_error(e, url),
+                        })
+                    }
                 }
             }
         }
     }
 
     fn watch(
-        service: RunningService<RoleClient, ()>,
+        service: RunningService<RoleClient, ClientConfig>,
+        wire: Tripwire,
         pgid: Option<i32>,
-        child: Option<Child>,
+        child: Option<(Child, Option<LiveGroup>)>,
         on_end: impl FnOnce(String) + Send + 'static,
     ) -> Arc<Connection> {
         let peer = service.peer().clone();
         let stop = service.cancellation_token();
         let ended = Arc::new(AtomicBool::new(false));
         let ended_in_watcher = ended.clone();
+        let wire_in_watcher = wire.clone();
         let watcher = tokio::spawn(async move {
+            let wire = wire_in_watcher;
             let waiting = service.waiting();
             tokio::pin!(waiting);
-            let (quit, status) = match child {
-                None => (waiting.await, None),
-                Some(mut child) => {
+            let mut quit = None;
+            let mut status = None;
+            match child {
+                None => {
+                    quit = Some(tokio::select! {
+                        quit = &mut waiting => quit,
+                        () = wire.fired() => {
+                            // Wedged: the session's IO fails from now on;
+                            // the session ends within the guard's bounds.
+                            waiting.await
+                        }
+                    });
+                }
+                Some((mut child, live)) => {
                     // The child may exit while something it spawned still
                     // holds its stdout open, so watch the process as well as
-                    // the session.
+                    // the session; and a wedged server is killed at once.
                     tokio::select! {
-                        quit = &mut waiting => {
-                            let status = match tokio::time::timeout(SHUTDOWN_GRACE, child.wait()).await {
+                        ended = &mut waiting => {
+                            quit = Some(ended);
+                            status = match tokio::time::timeout(SHUTDOWN_GRACE, child.wait()).await {
                                 Ok(status) => status.ok(),
                                 Err(_) => {
                                     kill_group(pgid);
                                     child.wait().await.ok()
                                 }
                             };
-                            kill_group(pgid);
-                            (quit, status)
                         }
-                        status = child.wait() => {
-                            // Whatever the child left running in its group
-                            // goes too; that closes the pipes it held.
-                            kill_group(pgid);
-                            (waiting.await, status.ok())
+                        exited = child.wait() => status = exited.ok(),
+                        () = wire.fired() => {
+                            terminate_group(pgid).await;
+                            status = child.wait().await.ok();
                         }
                     }
+                    // Whatever the child left running in its group goes too;
+                    // that closes the pipes it held.
+                    kill_group(pgid);
+                    drop(live);
+                    if quit.is_none() {
+                        // With the process gone the session ends soon; if it
+                        // does not, its IO is cut.
+                        quit = Some(match tokio::time::timeout(REAP_BOUND, &mut waiting).await {
+                            Ok(ended) => ended,
+                            Err(_) => {
+                                wire.cut();
+                                waiting.await
+                            }
+                        });
+                    }
                 }
-            };
+            }
             let mut reason = match quit {
-                Ok(rmcp::service::QuitReason::Closed) => "its connection closed".to_owned(),
-                Ok(rmcp::service::QuitReason::Cancelled) => "it was shut down".to_owned(),
-                Ok(other) => format!("its session ended ({other:?})"),
-                Err(e) => format!("its session task failed: {e}"),
+                Some(Ok(rmcp::service::QuitReason::Closed)) => "its connection closed".to_owned(),
+                Some(Ok(rmcp::service::QuitReason::Cancelled)) => "it was shut down".to_owned(),
+                Some(Ok(_)) => "its session ended".to_owned(),
+                Some(Err(e)) => format!("its session task failed: {e}"),
+                None => "its session ended".to_owned(),
             };
-            if let Some(status) = status {
+            if let Some(wedged) = wire.wedged() {
+                reason = format!("it was stopped as wedged: {wedged}");
+            } else if let Some(status) = status {
                 reason = format!("the process exited ({status}); {reason}");
             }
             ended_in_watcher.store(true, Ordering::SeqCst);
@@ -193,6 +383,7 @@ impl Connection {
         Arc::new(Connection {
             peer,
             stop: Mutex::new(Some(stop)),
+            wire,
             pgid,
             ended,
             watcher: Mutex::new(Some(watcher)),
@@ -208,6 +399,11 @@ impl Connection {
     ) -> Result<CallToolResult, ServiceError> {
         let params = CallToolRequestParams::new(name.to_owned()).with_arguments(arguments);
         self.peer.call_tool(params).await
+    }
+
+    /// Why the server was found wedged, if it was.
+    pub(crate) fn wedged(&self) -> Option<String> {
+        self.wire.wedged()
     }
 
     /// Kills the server now: its process group for stdio, its session for
@@ -227,13 +423,16 @@ impl Connection {
                 }
             });
         }
+        self.wire.cut();
         if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
             stop.cancel();
         }
     }
 
     /// Closes the session (stdin EOF for a child, DELETE for HTTP), gives a
-    /// child a moment to exit, kills its group, and waits for all of it.
+    /// child a moment to exit, and kills its group. Returns within about
+    /// `SHUTDOWN_GRACE + KILL_GRACE + REAP_BOUND`, whatever the server does
+    /// (one that never reads its stdin, say).
     pub(crate) async fn close(&self) {
         if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
             stop.cancel();
@@ -243,8 +442,26 @@ impl Connection {
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .take();
-        if let Some(watcher) = watcher {
-            let _ = watcher.await;
+        let Some(mut watcher) = watcher else {
+            return;
+        };
+        if tokio::time::timeout(SHUTDOWN_GRACE, &mut watcher)
+            .await
+            .is_ok()
+        {
+            return;
+        }
+        // It did not go by itself: cut its IO and end its group.
+        self.wire.cut();
+        if !self.ended.load(Ordering::SeqCst) {
+            terminate_group(self.pgid).await;
+        }
+        if tokio::time::timeout(REAP_BOUND, &mut watcher)
+            .await
+            .is_err()
+        {
+            tracing::warn!("an MCP connection did not finish closing; leaving it");
+            watcher.abort();
         }
     }
 }
@@ -256,6 +473,7 @@ impl Drop for Connection {
         if !self.ended.load(Ordering::SeqCst) {
             kill_group(self.pgid);
         }
+        self.wire.cut();
         if let Some(stop) = self
             .stop
             .get_mut()
@@ -267,32 +485,102 @@ impl Drop for Connection {
     }
 }
 
-/// Initializes a session over `transport` and lists its tools (all pages),
-/// both within `deadline`.
-async fn handshake<T, E, A>(
-    transport: T,
+/// Initializes a session over `transport` and lists its tools (every page,
+/// within `listing`), both within `deadline`.
+async fn handshake<T>(
+    transport: Guarded<T>,
     deadline: Duration,
-) -> Result<(RunningService<RoleClient, ()>, Vec<Tool>), String>
+    listing: ListingLimits,
+) -> Result<(RunningService<RoleClient, ClientConfig>, Vec<Tool>), StartError>
 where
-    T: rmcp::transport::IntoTransport<RoleClient, E, A>,
-    E: std::error::Error + Send + Sync + 'static,
+    T: rmcp::transport::Transport<RoleClient> + 'static,
 {
     let started = tokio::time::timeout(deadline, async {
-        let service = ().serve(transport).await.map_err(|e| e.to_string())?;
-        let tools = service
-            .peer()
-            .list_all_tools()
+        let service = client_info()
+            .serve(transport)
             .await
-            .map_err(|e| e.to_string())?;
-        Ok::<_, String>((service, tools))
+            .map_err(|e| StartError::Handshake(describe_init_error(&e)))?;
+        let tools = list_tools(service.peer(), listing).await?;
+        Ok::<_, StartError>((service, tools))
     })
     .await;
-    started.unwrap_or_else(|_| {
-        Err(format!(
-            "no answer to initialize and tools/list within {}ms",
-            deadline.as_millis()
-        ))
-    })
+    started.unwrap_or(Err(StartError::TimedOut(deadline)))
+}
+
+/// Every page of `tools/list`, within `limits`.
+async fn list_tools(
+    peer: &Peer<RoleClient>,
+    limits: ListingLimits,
+) -> Result<Vec<Tool>, StartError> {
+    let mut tools = Vec::new();
+    let mut bytes = 0usize;
+    let mut cursor = None;
+    for _ in 0..limits.max_pages {
+        let page = peer
+            .list_tools(Some(PaginatedRequestParams::default().with_cursor(cursor)))
+            .await
+            .map_err(|e| {
+                StartError::Handshake(format!("tools/list failed: {}", describe_service_error(&e)))
+            })?;
+        for tool in &page.tools {
+            bytes = bytes.saturating_add(serde_json::to_vec(tool).map_or(0, |v| v.len()));
+        }
+        if bytes > limits.max_bytes {
+            return Err(StartError::Listing(format!(
+                "more than {} bytes (the limit)",
+                limits.max_bytes
+            )));
+        }
+        if tools.len() + page.tools.len() > limits.max_tools {
+            return Err(StartError::Listing(format!(
+                "more than {} tools (the limit)",
+                limits.max_tools
+            )));
+        }
+        tools.extend(page.tools);
+        match page.next_cursor {
+            Some(next) => cursor = Some(next),
+            None => return Ok(tools),
+        }
+    }
+    Err(StartError::Listing(format!(
+        "more than {} pages (the limit): it keeps answering with a nextCursor",
+        limits.max_pages
+    )))
+}
+
+/// rmcp's handshake errors, in words (its own texts show Rust type names).
+fn describe_init_error(e: &rmcp::service::ClientInitializeError) -> String {
+    use rmcp::service::ClientInitializeError as E;
+    match e {
+        E::ConnectionClosed(during) => {
+            format!("the server closed the connection during {during}")
+        }
+        E::TransportError { error, context } => {
+            format!("could not {context}: {}", error.error)
+        }
+        E::JsonRpcError(error) => format!(
+            "the server refused initialize: {} (code {})",
+            error.message, error.code.0
+        ),
+        E::ExpectedInitResponse(_) | E::ExpectedInitResult(_) => {
+            "the server did not answer initialize with an initialize result".into()
+        }
+        E::Cancelled => "the start was cancelled".into(),
+        other => other.to_string(),
+    }
+}
+
+/// An HTTP start error with the URL's credentials hidden, also where a
+/// library quoted the URL in its message.
+fn redact_error(error: StartError, url: &str) -> StartError {
+    let text = error.to_string();
+    let shown = redact_url(url);
+    let mut text = text.replace(url, &shown);
+    if let Ok(normal) = reqwest::Url::parse(url) {
+        text = text.replace(normal.as_str(), &shown);
+    }
+    StartError::Handshake(format!("{shown}: {text}"))
 }
 
 /// SIGKILL to a whole process group; a group that is gone already is fine.
@@ -302,8 +590,18 @@ fn kill_group(pgid: Option<i32>) {
     }
 }
 
+/// SIGTERM to a process group, then SIGKILL after [`KILL_GRACE`].
+async fn terminate_group(pgid: Option<i32>) {
+    if let Some(pgid) = pgid {
+        let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
+        tokio::time::sleep(KILL_GRACE).await;
+        kill_group(Some(pgid));
+    }
+}
+
 async fn start_failure(
-    error: &str,
+    error: StartError,
+    wire: &Tripwire,
     child: &mut Child,
     pgid: Option<i32>,
     tail: &Arc<Mutex<VecDeque<String>>>,
@@ -316,61 +614,68 @@ async fn start_failure(
     if let Some(reader) = stderr_reader {
         let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
     }
-    let mut message = match exited {
-        Some(status) => format!("the process exited during start-up ({status}): {error}"),
-        None => error.to_owned(),
+    let what = match (wire.wedged(), exited) {
+        (Some(wedged), _) => format!("it was stopped as wedged while starting ({wedged})"),
+        (None, Some(status)) => format!("the process exited during start-up ({status})"),
+        (None, None) => {
+            let lines = tail.lock().unwrap_or_else(|e| e.into_inner());
+            if lines.is_empty() {
+                return error;
+            }
+            "it did not start".to_owned()
+        }
     };
-    let lines = tail.lock().unwrap_or_else(|e| e.into_inner());
-    if !lines.is_empty() {
-        message.push_str("; its stderr ends with: ");
-        message.push_str(&lines.iter().cloned().collect::<Vec<_>>().join(" | "));
+    let stderr_tail = tail
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .iter()
+        .cloned()
+        .collect();
+    StartError::Ended {
+        what,
+        error: Box::new(error),
+        stderr_tail,
     }
-    message
 }
 
-/// Longest stderr line kept; the rest of a longer line is dropped, so a
-/// server that writes without newlines cannot grow our memory.
-const STDERR_LINE_BYTES: usize = 4096;
-
-async fn drain_stderr(
+/// Logs a child's stderr line by line and keeps the last lines in `tail`.
+/// Lines are capped at [`STDERR_LINE_BYTES`] (the rest is dropped) and need
+/// not be UTF-8.
+async fn read_stderr(
     server: String,
     stderr: tokio::process::ChildStderr,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) {
-    let mut reader = BufReader::new(stderr);
-    let mut line: Vec<u8> = Vec::new();
-    let mut cut = false;
+    let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(STDERR_LINE_BYTES));
+    // After a decoding error the stream yields one `None` and then goes on.
+    let mut after_error = false;
     loop {
-        let chunk = match reader.fill_buf().await {
-            Ok([]) | Err(_) => break,
-            Ok(chunk) => chunk,
-        };
-        let (piece, newline) = match chunk.iter().position(|&b| b == b'\n') {
-            Some(end) => (&chunk[..end], true),
-            None => (chunk, false),
-        };
-        let room = STDERR_LINE_BYTES.saturating_sub(line.len());
-        cut |= piece.len() > room;
-        line.extend_from_slice(&piece[..piece.len().min(room)]);
-        let used = piece.len() + usize::from(newline);
-        reader.consume(used);
-        if newline {
-            keep_line(&server, &tail, &line, cut);
-            line.clear();
-            cut = false;
+        match lines.next().await {
+            Some(Ok(line)) => keep_line(&server, &tail, line),
+            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
+                keep_line(
+                    &server,
+                    &tail,
+                    "[a line longer than 4096 bytes, dropped]".into(),
+                );
+                after_error = true;
+                continue;
+            }
+            Some(Err(LinesCodecError::Io(e))) if e.kind() == std::io::ErrorKind::InvalidData => {
+                keep_line(&server, &tail, "[a line that is not UTF-8, dropped]".into());
+                after_error = true;
+                continue;
+            }
+            Some(Err(LinesCodecError::Io(_))) => break,
+            None if after_error => {}
+            None => break,
         }
-    }
-    if !line.is_empty() {
-        keep_line(&server, &tail, &line, cut);
+        after_error = false;
     }
 }
 
 /// Logs one stderr line and keeps it in the tail.
-fn keep_line(server: &str, tail: &Mutex<VecDeque<String>>, line: &[u8], cut: bool) {
-    let mut text = String::from_utf8_lossy(line).into_owned();
-    if cut {
-        text.push_str(" […]");
-    }
+fn keep_line(server: &str, tail: &Mutex<VecDeque<String>>, text: String) {
     tracing::debug!(target: "sprout::mcp::stderr", server = %server, "{text}");
     let mut tail = tail.lock().unwrap_or_else(|e| e.into_inner());
     if tail.len() == STDERR_TAIL_LINES {

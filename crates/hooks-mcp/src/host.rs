@@ -26,7 +26,7 @@ use rmcp::model::{JsonObject, Tool};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::Connection;
+use crate::connection::{Connection, ListingLimits, StartError};
 use crate::reply::{ToolOutput, hook_reply, tool_output};
 use crate::spec::ServerSpec;
 
@@ -40,6 +40,8 @@ pub struct HostOptions {
     pub start_timeout: Duration,
     /// Most bytes of text a model tool result may have before it is cut.
     pub max_tool_output_bytes: usize,
+    /// Bounds on each server's tool listing; past them its start fails.
+    pub listing: ListingLimits,
 }
 
 impl Default for HostOptions {
@@ -47,6 +49,7 @@ impl Default for HostOptions {
         HostOptions {
             start_timeout: Duration::from_secs(10),
             max_tool_output_bytes: 64 * 1024,
+            listing: ListingLimits::default(),
         }
     }
 }
@@ -83,7 +86,7 @@ enum Notice {
     Started {
         server: ServerId,
         generation: u64,
-        result: Result<(Arc<Connection>, Vec<Tool>), String>,
+        result: Result<(Arc<Connection>, Vec<Tool>), StartError>,
     },
     Ended {
         server: ServerId,
@@ -401,7 +404,7 @@ impl Host {
                         tokio::spawn(async move { conn.close().await });
                         Err(format!("it exited right after starting: {reason}"))
                     }
-                    (result, _) => result,
+                    (result, _) => result.map_err(|e| e.to_string()),
                 };
                 match result {
                     Ok((conn, tools)) => {
@@ -504,6 +507,7 @@ impl Host {
         let spec = slot.spec.clone();
         let tx = self.notices_tx.clone();
         let deadline = self.options.start_timeout;
+        let listing = self.options.listing;
         tokio::spawn(async move {
             let ended = tx.clone();
             let on_end = move |reason| {
@@ -513,7 +517,7 @@ impl Host {
                     reason,
                 });
             };
-            let result = Connection::connect(&spec, deadline, on_end).await;
+            let result = Connection::connect(&spec, deadline, listing, on_end).await;
             let _ = tx.send(Notice::Started {
                 server,
                 generation,
@@ -565,6 +569,11 @@ impl PreparedCall {
     /// the wire and answered with an error result.
     pub async fn run(self, arguments: JsonObject, timeout: Duration) -> ToolOutput {
         match tokio::time::timeout(timeout, self.conn.call(&self.bare, arguments)).await {
+            // The call failed because its server was found wedged: say why.
+            Ok(Err(_)) if let Some(wedged) = self.conn.wedged() => ToolOutput::error(format!(
+                "tool call failed: server {} was stopped as wedged: {wedged}",
+                self.server
+            )),
             Ok(result) => tool_output(result, self.max_bytes),
             Err(_) => ToolOutput::error(format!(
                 "tool {} of server {} did not answer within {}ms and was cancelled",

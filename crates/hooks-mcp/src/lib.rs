@@ -36,11 +36,13 @@
 //! ```
 
 mod connection;
+mod guard;
 pub mod host;
 pub mod reply;
 pub mod server;
 pub mod spec;
 
+pub use connection::{ListingLimits, StartError, kill_all_now};
 pub use host::{EventSink, Host, HostOptions, ModelToolDef, PreparedCall, ServerReport};
 pub use reply::ToolOutput;
 pub use spec::{ServerSpec, SpecError, TransportSpec, parse_mcp_servers};

@@ -52,7 +52,7 @@ pub fn hook_reply(result: Result<CallToolResult, ServiceError>) -> HookReply {
             message: error.message.to_string(),
         },
         Err(ServiceError::TransportClosed) => HookReply::Crashed,
-        Err(other) => HookReply::TransportFailed(other.to_string()),
+        Err(other) => HookReply::TransportFailed(describe_service_error(&other)),
     }
 }
 
@@ -84,7 +84,30 @@ pub fn tool_output(result: Result<CallToolResult, ServiceError>, max_bytes: usiz
         Err(ServiceError::TransportClosed) => {
             ToolOutput::error("tool call failed: the tool server exited during the call")
         }
-        Err(other) => ToolOutput::error(format!("tool call failed: {other}")),
+        Err(other) => ToolOutput::error(format!(
+            "tool call failed: {}",
+            describe_service_error(&other)
+        )),
+    }
+}
+
+/// An rmcp call error in words a person can act on. rmcp's own texts name
+/// Rust types (`Transport [AsyncRwTransport<…>] error`); these do not.
+pub(crate) fn describe_service_error(e: &ServiceError) -> String {
+    match e {
+        ServiceError::McpError(error) => format!("{} (code {})", error.message, error.code.0),
+        ServiceError::TransportSend(error) => {
+            format!("the request could not be sent: {}", error.error)
+        }
+        ServiceError::TransportClosed => "the connection to the server closed".into(),
+        ServiceError::UnexpectedResponse => {
+            "the server answered with a result of the wrong kind".into()
+        }
+        ServiceError::Cancelled { .. } => "the request was cancelled".into(),
+        ServiceError::Timeout { timeout } => {
+            format!("no answer within {} ms", timeout.as_millis())
+        }
+        other => other.to_string(),
     }
 }
 

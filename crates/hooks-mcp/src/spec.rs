@@ -224,12 +224,12 @@ fn server_spec(key: &str, value: &Value) -> Result<ServerSpec, SpecError> {
                 }
                 None => return Err(err(&at, "an http server needs \"url\"")),
             };
-            if !url.starts_with("http://") && !url.starts_with("https://") {
-                return Err(err(
+            check_url(&url).map_err(|problem| {
+                err(
                     format!("{at}.url"),
-                    format!("{url:?} is not an http:// or https:// URL"),
-                ));
-            }
+                    format!("{:?} {problem}", redact_url(&url)),
+                )
+            })?;
             let headers = string_map(fields.get("headers"), &format!("{at}.headers"))?;
             TransportSpec::Http { url, headers }
         }
@@ -284,6 +284,81 @@ fn string_map(value: Option<&Value>, at: &str) -> Result<BTreeMap<String, String
     }
 }
 
+/// Why `url` cannot be an MCP endpoint, if it cannot.
+fn check_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("is not a valid URL ({e})"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err("is not an http:// or https:// URL".into());
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err("has no host".into());
+    }
+    Ok(())
+}
+
+/// Query parameters whose values are hidden wherever a URL is shown:
+/// matched case-insensitively, as the whole name or its last `_`/`-` part.
+const SECRET_PARAMETERS: &[&str] = &[
+    "key",
+    "apikey",
+    "token",
+    "secret",
+    "password",
+    "passwd",
+    "pwd",
+    "sig",
+    "signature",
+    "auth",
+    "authorization",
+    "credential",
+    "credentials",
+    "session",
+    "code",
+];
+
+/// `url` as it may be shown to a person or written to a log: user-info and
+/// the values of query parameters that look like secrets
+/// ([`SECRET_PARAMETERS`]: `api_key`, `access_token`, `sig`, …) become `***`.
+/// Text that is not a URL is shown as it is, unless it has a `@`, `?` or
+/// `#` (where a secret could hide): then as `<invalid URL>`.
+pub fn redact_url(url: &str) -> String {
+    let Ok(mut parsed) = reqwest::Url::parse(url) else {
+        if url.contains(['@', '?', '#']) {
+            return "<invalid URL>".to_owned();
+        }
+        return url.to_owned();
+    };
+    if !parsed.username().is_empty() {
+        let _ = parsed.set_username("***");
+    }
+    if parsed.password().is_some() {
+        let _ = parsed.set_password(Some("***"));
+    }
+    if parsed.query().is_some() {
+        let pairs: Vec<(String, String)> = parsed
+            .query_pairs()
+            .map(|(k, v)| {
+                let value = if looks_secret(&k) {
+                    "***".to_owned()
+                } else {
+                    v.into_owned()
+                };
+                (k.into_owned(), value)
+            })
+            .collect();
+        parsed.query_pairs_mut().clear().extend_pairs(pairs);
+    }
+    parsed.to_string()
+}
+
+fn looks_secret(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    let last = name.rsplit(['_', '-', '.']).next().unwrap_or(&name);
+    SECRET_PARAMETERS
+        .iter()
+        .any(|secret| name == *secret || last == *secret || name.replace(['_', '-'], "") == *secret)
+}
+
 /// A short rendering of a JSON value for messages.
 fn brief(value: &Value) -> String {
     let text = value.to_string();
@@ -298,18 +373,20 @@ fn brief(value: &Value) -> String {
 }
 
 /// Variables of the agent's environment that every stdio child inherits:
-/// enough to find programs, a home, a temp dir and the locale; nothing else.
-pub const INHERITED_VARIABLES: &[&str] = &["PATH", "HOME", "TMPDIR", "LANG", "LANGUAGE", "TZ"];
+/// enough to find programs, a home, a temp dir and the character locale;
+/// nothing else (no other `LC_*`, no `TZ`: a server that needs one names it
+/// in its entry's `env`).
+pub const INHERITED_VARIABLES: &[&str] = &["PATH", "HOME", "TMPDIR", "LANG", "LC_ALL", "LC_CTYPE"];
 
-/// The environment of a stdio child: the agent's [`INHERITED_VARIABLES`] and
-/// `LC_*` locale variables, then the spec's `env` on top.
+/// The environment of a stdio child: the agent's [`INHERITED_VARIABLES`],
+/// then the spec's `env` on top.
 pub fn child_environment(
     agent: impl IntoIterator<Item = (String, String)>,
     spec_env: &BTreeMap<String, String>,
 ) -> BTreeMap<String, String> {
     let mut env: BTreeMap<String, String> = agent
         .into_iter()
-        .filter(|(k, _)| INHERITED_VARIABLES.contains(&k.as_str()) || k.starts_with("LC_"))
+        .filter(|(k, _)| INHERITED_VARIABLES.contains(&k.as_str()))
         .collect();
     env.extend(spec_env.iter().map(|(k, v)| (k.clone(), v.clone())));
     env
@@ -404,7 +481,7 @@ mod tests {
             ),
             (
                 r#"{"mcpServers": {"a": {"type": "http", "url": "ftp://x"}}}"#,
-                "mcpServers.a.url: \"ftp://x\" is not an http:// or https:// URL",
+                "mcpServers.a.url: \"ftp://x/\" is not an http:// or https:// URL",
             ),
         ];
         for (json, expected) in cases {
@@ -416,6 +493,59 @@ mod tests {
         }
     }
 
+    // Issue 10: credentials in server URLs are never shown.
+    #[test]
+    fn urls_are_shown_without_credentials() {
+        for (url, shown) in [
+            ("http://127.0.0.1:9/mcp", "http://127.0.0.1:9/mcp"),
+            (
+                "https://user:hunter2@example.com/mcp",
+                "https://***:***@example.com/mcp",
+            ),
+            (
+                "https://example.com/mcp?api_key=s3cret&region=eu&X-Amz-Signature=abc&access_token=t",
+                "https://example.com/mcp?api_key=***&region=eu&X-Amz-Signature=***&access_token=***",
+            ),
+            (
+                "https://example.com/mcp?sig=1&page=2",
+                "https://example.com/mcp?sig=***&page=2",
+            ),
+            ("not a url?token=x", "<invalid URL>"),
+            ("not a url", "not a url"),
+        ] {
+            assert_eq!(redact_url(url), shown, "{url}");
+        }
+    }
+
+    // Issue 10: a bad URL is refused when the file is read, with the
+    // credentials hidden in the message.
+    #[test]
+    fn bad_urls_are_refused_at_load() {
+        for (url, message) in [
+            ("http://", "\"http://\" is not a valid URL (empty host)"),
+            (
+                "http://exa mple.com/",
+                "\"http://exa mple.com/\" is not a valid URL (invalid international domain name)",
+            ),
+            (
+                "mailto:a@b.c",
+                "\"mailto:a@b.c\" is not an http:// or https:// URL",
+            ),
+            (
+                "https://u:p@[::1/mcp",
+                "\"<invalid URL>\" is not a valid URL (invalid IPv6 address)",
+            ),
+        ] {
+            let doc = serde_json::json!({"mcpServers": {"a": {"type": "http", "url": url}}});
+            let error = parse_mcp_servers(&doc.to_string()).unwrap_err();
+            assert_eq!(
+                error.to_string(),
+                format!("mcpServers.a.url: {message}"),
+                "{url}"
+            );
+        }
+    }
+
     // Issue rule: API keys never reach tool servers.
     #[test]
     fn children_get_a_small_environment() {
@@ -423,6 +553,10 @@ mod tests {
             ("PATH", "/bin"),
             ("HOME", "/root"),
             ("LC_ALL", "C.UTF-8"),
+            ("LC_CTYPE", "C.UTF-8"),
+            ("LC_TIME", "de_DE.UTF-8"),
+            ("LANGUAGE", "de"),
+            ("TZ", "Europe/Berlin"),
             ("OPENAI_COMPAT_API_KEY", "sk-secret"),
             ("ANTHROPIC_API_KEY", "secret"),
             ("MCP_HOOK_SERVERS", "*"),
@@ -435,7 +569,7 @@ mod tests {
         .into();
         let env = child_environment(agent, &spec);
         let keys: Vec<&str> = env.keys().map(String::as_str).collect();
-        assert_eq!(keys, ["HOME", "LC_ALL", "PATH", "TODO_FILE"]);
+        assert_eq!(keys, ["HOME", "LC_ALL", "LC_CTYPE", "PATH", "TODO_FILE"]);
         assert_eq!(env["PATH"], "/opt");
     }
 }

@@ -7,7 +7,21 @@
 //!             [--page-size N] [--log FILE] [--grandchild] [--env-out FILE]
 //!             [--cycle] [--stderr-flood BYTES] [--exit-after MS]
 //!             [--tool-bytes N] [--tool-delay MS]
+//! mcp-fixture --hostile MODE [--tools echo] [--log FILE] [--grandchild]
+//!             [--ignore-sigterm]
 //! ```
+//!
+//! `--hostile` speaks JSON-RPC by hand, to misbehave as no SDK would let it.
+//! It answers `initialize` and then, by MODE:
+//!
+//! ```text
+//! deaf           lists its tools, then never reads stdin again
+//! ping-flood     lists its tools, then stops reading and sends pings nonstop
+//! endless-pages  every tools/list page has a nextCursor
+//! huge-listing   one tools/list page of 100000 tools
+//! ```
+//!
+//! `--ignore-sigterm` makes SIGTERM do nothing (only SIGKILL ends it).
 //!
 //! A SCRIPT is a comma-separated list of steps; call number i of a hook runs
 //! step i, and the last step repeats (with `--cycle`, the script starts over). With `--log`, calls are counted across
@@ -15,8 +29,11 @@
 //!
 //! ```text
 //! empty  blank  text=WORDS  delay=MS  delay=MS=WORDS  hang  exit
-//! error=TEXT  rpc  big  image
+//! error=TEXT  rpc  big  image  escape
 //! ```
+//!
+//! `escape` answers text full of terminal control sequences (clear screen,
+//! window title, a carriage return over the line).
 //!
 //! The log gets one JSON line per start, call and cancellation, so tests can
 //! see what reached the server and what the agent cancelled.
@@ -54,6 +71,10 @@ struct Options {
     tool_bytes: Option<usize>,
     /// Plain tools wait this many ms (or until cancelled) before answering.
     tool_delay: u64,
+    /// A hand-written misbehaving server instead of the SDK's.
+    hostile: Option<String>,
+    /// SIGTERM does nothing.
+    ignore_sigterm: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -103,6 +124,8 @@ fn parse(args: &[String]) -> Result<Options, String> {
                 o.exit_after = Some(value()?.parse().map_err(|e| format!("--exit-after: {e}"))?)
             }
             "--env-out" => o.env_out = Some(PathBuf::from(value()?)),
+            "--hostile" => o.hostile = Some(value()?),
+            "--ignore-sigterm" => o.ignore_sigterm = true,
             other => return Err(format!("unknown flag {other}")),
         }
     }
@@ -180,7 +203,96 @@ async fn run_step(
             "aGk=",
             "image/png",
         )])),
+        "escape" => text(ESCAPES),
         other => text(format!("mcp-fixture: unknown step {other:?}")),
+    }
+}
+
+/// Text that would clear the screen, retitle the window, ring the bell and
+/// overwrite the current line, were it written raw to a terminal.
+const ESCAPES: &str = "\u{1b}[2J\u{1b}]0;pwned\u{7}\rSTOPPED: all done\u{9b}31m";
+
+/// Writes one JSON-RPC message as a line; exits when the agent is gone.
+fn send(out: &mut impl std::io::Write, message: &serde_json::Value) {
+    if writeln!(out, "{message}")
+        .and_then(|()| out.flush())
+        .is_err()
+    {
+        std::process::exit(0);
+    }
+}
+
+fn tool_json(name: &str) -> serde_json::Value {
+    json!({"name": name, "description": "hostile fixture tool", "inputSchema": {"type": "object"}})
+}
+
+/// The `--hostile MODE` server (see the module docs). Blocks this thread.
+fn hostile(mode: &str, options: &Options) {
+    use std::io::BufRead as _;
+    let stdin = std::io::stdin();
+    let mut out = std::io::stdout().lock();
+    let mut pages = 0u64;
+    for line in stdin.lock().lines() {
+        let Ok(line) = line else { return };
+        let Ok(message) = serde_json::from_str::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let id = message.get("id").cloned();
+        let method = message["method"].as_str().unwrap_or_default();
+        let Some(id) = id else { continue };
+        let result = match method {
+            "initialize" => json!({
+                "protocolVersion": message["params"]["protocolVersion"],
+                "capabilities": {"tools": {}},
+                "serverInfo": {"name": "mcp-fixture-hostile", "version": "0"}
+            }),
+            "tools/list" => match mode {
+                "endless-pages" => {
+                    pages += 1;
+                    json!({"tools": [tool_json(&format!("t{pages}"))], "nextCursor": format!("page-{pages}")})
+                }
+                "huge-listing" => {
+                    let tools: Vec<_> = (0..100_000)
+                        .map(|i| tool_json(&format!("tool{i}")))
+                        .collect();
+                    json!({"tools": tools})
+                }
+                _ => {
+                    let mut tools: Vec<_> = options.tools.iter().map(|t| tool_json(t)).collect();
+                    tools.push(tool_json("_Stop"));
+                    json!({"tools": tools})
+                }
+            },
+            _ => {
+                send(
+                    &mut out,
+                    &json!({"jsonrpc": "2.0", "id": id, "error": {"code": -32601, "message": "no"}}),
+                );
+                continue;
+            }
+        };
+        send(
+            &mut out,
+            &json!({"jsonrpc": "2.0", "id": id, "result": result}),
+        );
+        if method == "tools/list" {
+            match mode {
+                "deaf" => loop {
+                    // Never reads stdin again: whatever the agent writes
+                    // piles up in the pipe until it is full.
+                    std::thread::park();
+                },
+                "ping-flood" => {
+                    for n in 0u64.. {
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "id": format!("ping-{n}"), "method": "ping"}),
+                        );
+                    }
+                }
+                _ => {}
+            }
+        }
     }
 }
 
@@ -207,6 +319,16 @@ async fn main() {
             Ok(child) => log.write(json!({"event": "grandchild", "pid": child.id()})),
             Err(e) => eprintln!("mcp-fixture: cannot spawn the grandchild: {e}"),
         }
+    }
+    // Registering a handler is what keeps SIGTERM from ending us; it is
+    // never read.
+    let _sigterm = options.ignore_sigterm.then(|| {
+        tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
+            .expect("a SIGTERM handler can be registered")
+    });
+    if let Some(mode) = options.hostile.clone() {
+        hostile(&mode, &options);
+        return;
     }
     if options.stderr_flood > 0 {
         let _ = std::io::stderr().write_all(&vec![b'e'; options.stderr_flood]);

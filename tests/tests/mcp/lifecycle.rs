@@ -69,7 +69,7 @@ async fn failed_starts_are_reported_and_others_work() {
             .last_error
             .as_deref()
             .unwrap()
-            .contains("no answer to initialize and tools/list within 1500ms")
+            .contains("no answer to initialize and tools/list within 1500 ms")
     );
     assert!(matches!(reports[0].state, ServerState::Down { .. }));
     assert_eq!(reports[2].state, ServerState::Up);

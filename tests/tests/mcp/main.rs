@@ -10,3 +10,5 @@ mod timeouts;
 mod lifecycle;
 // A hook round against a Streamable HTTP server on 127.0.0.1.
 mod http;
+// Servers that flood, stop reading or list without end [issue 10].
+mod hostile;

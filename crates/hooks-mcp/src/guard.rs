@@ -1,0 +1,243 @@
+//! What one MCP server can make the agent hold or wait for: bounded.
+//!
+//! [`Guarded`] wraps any rmcp client transport (our stdio pipes, Streamable
+//! HTTP) and holds a server to three limits:
+//!
+//! - **Inbound rate.** More than [`Limits::max_inbound_per_second`] messages
+//!   (requests, notifications, anything) within one second is a flood: rmcp
+//!   spawns a task per request it answers, so an unbounded stream of `ping`s
+//!   would grow our memory without end.
+//! - **Outbound backlog.** More than [`Limits::max_sends_in_flight`] messages
+//!   waiting to be written means the server is not reading what we send.
+//! - **Write stall.** One message that cannot be written within
+//!   [`Limits::write_stall`] means the same.
+//!
+//! Past any limit the server is *wedged*: the [`Tripwire`] records why and
+//! fires, every pending send fails at once, `receive` ends the session, and
+//! the connection's watcher kills the process group and reports the reason,
+//! which the core counts as a crash toward [T4]. Closing is bounded too:
+//! [`Limits::close_grace`].
+//!
+//! Frame size is bounded below us: rmcp caps one stdio line and one SSE event
+//! at 16 MiB. Deciding what to do with a wedged server is not this module's
+//! job; it only notices and fires.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use rmcp::RoleClient;
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+/// The bounds one connection is held to.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Limits {
+    /// Messages a server may send us within one second.
+    pub(crate) max_inbound_per_second: u32,
+    /// Messages that may wait to be written to the server at once.
+    pub(crate) max_sends_in_flight: usize,
+    /// How long one message may take to be written.
+    pub(crate) write_stall: Duration,
+    /// How long closing the transport may take.
+    pub(crate) close_grace: Duration,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_inbound_per_second: 2000,
+            max_sends_in_flight: 64,
+            write_stall: Duration::from_secs(5),
+            close_grace: Duration::from_millis(500),
+        }
+    }
+}
+
+/// Fires once when a connection must end now: because its server is wedged
+/// (with the reason), or because we are shutting it down.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct Tripwire {
+    fired: CancellationToken,
+    /// Invariant: set at most once, before `fired` is cancelled.
+    wedged: Arc<Mutex<Option<String>>>,
+}
+
+impl Tripwire {
+    /// Records that the server is wedged, and why; the first reason wins.
+    pub(crate) fn wedge(&self, reason: String) {
+        {
+            let mut wedged = self.wedged.lock().unwrap_or_else(|e| e.into_inner());
+            if wedged.is_none() && !self.fired.is_cancelled() {
+                tracing::warn!("MCP server wedged: {reason}");
+                *wedged = Some(reason);
+            }
+        }
+        self.fired.cancel();
+    }
+
+    /// Ends the connection's IO now without blaming the server (shutdown).
+    pub(crate) fn cut(&self) {
+        self.fired.cancel();
+    }
+
+    /// Why the server was found wedged, if it was.
+    pub(crate) fn wedged(&self) -> Option<String> {
+        self.wedged
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone()
+    }
+
+    pub(crate) fn is_fired(&self) -> bool {
+        self.fired.is_cancelled()
+    }
+
+    /// Resolves once the wire has fired.
+    pub(crate) async fn fired(&self) {
+        self.fired.cancelled().await;
+    }
+}
+
+/// Why a guarded send failed.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum GuardError {
+    /// The transport below failed.
+    #[error(transparent)]
+    Transport(Box<dyn std::error::Error + Send + Sync>),
+    /// The server was found wedged, for this reason.
+    #[error("the server was stopped as wedged: {0}")]
+    Wedged(String),
+    /// The connection is being shut down.
+    #[error("the connection to the server was closed")]
+    Ended,
+}
+
+impl GuardError {
+    fn after(wire: &Tripwire) -> GuardError {
+        wire.wedged().map_or(GuardError::Ended, GuardError::Wedged)
+    }
+}
+
+/// A client transport held to [`Limits`]; see the module docs.
+pub(crate) struct Guarded<T> {
+    inner: T,
+    limits: Limits,
+    wire: Tripwire,
+    in_flight: Arc<AtomicUsize>,
+    /// Start of the current one-second window, and messages seen in it.
+    window: (Instant, u32),
+}
+
+impl<T> Guarded<T> {
+    pub(crate) fn new(inner: T, limits: Limits, wire: Tripwire) -> Self {
+        Guarded {
+            inner,
+            limits,
+            wire,
+            in_flight: Arc::new(AtomicUsize::new(0)),
+            window: (Instant::now(), 0),
+        }
+    }
+
+    /// Counts one inbound message; false when it breaks the rate limit.
+    fn admit(&mut self) -> bool {
+        let now = Instant::now();
+        let (start, count) = &mut self.window;
+        if now.duration_since(*start) >= Duration::from_secs(1) {
+            *start = now;
+            *count = 0;
+        }
+        *count = count.saturating_add(1);
+        *count <= self.limits.max_inbound_per_second
+    }
+}
+
+/// Takes one off the in-flight count when a send ends, however it ends.
+struct InFlight(Arc<AtomicUsize>);
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+impl<T> Transport<RoleClient> for Guarded<T>
+where
+    T: Transport<RoleClient>,
+{
+    type Error = GuardError;
+
+    fn name() -> std::borrow::Cow<'static, str> {
+        "MCP".into()
+    }
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), GuardError>> + Send + 'static {
+        let waiting = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
+        let slot = InFlight(self.in_flight.clone());
+        let wire = self.wire.clone();
+        let limits = self.limits;
+        let backlog = waiting > limits.max_sends_in_flight;
+        // Not built at all past the backlog limit: the message is dropped
+        // here rather than held.
+        let send = (!backlog && !wire.is_fired()).then(|| self.inner.send(item));
+        async move {
+            let _slot = slot;
+            let Some(send) = send else {
+                if backlog {
+                    wire.wedge(format!(
+                        "it is not reading what the agent sends: more than {} messages were waiting to be written",
+                        limits.max_sends_in_flight
+                    ));
+                }
+                return Err(GuardError::after(&wire));
+            };
+            tokio::select! {
+                biased;
+                () = wire.fired() => Err(GuardError::after(&wire)),
+                sent = tokio::time::timeout(limits.write_stall, send) => match sent {
+                    Ok(result) => result.map_err(|e| GuardError::Transport(Box::new(e))),
+                    Err(_) => {
+                        wire.wedge(format!(
+                            "it is not reading what the agent sends: a message could not be written within {} ms",
+                            limits.write_stall.as_millis()
+                        ));
+                        Err(GuardError::after(&wire))
+                    }
+                },
+            }
+        }
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        let wire = self.wire.clone();
+        let message = tokio::select! {
+            biased;
+            () = wire.fired() => None,
+            message = self.inner.receive() => message,
+        }?;
+        if self.admit() {
+            Some(message)
+        } else {
+            wire.wedge(format!(
+                "it sent more than {} messages within one second",
+                self.limits.max_inbound_per_second
+            ));
+            None
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), GuardError> {
+        // A server that never reads can hold a flush forever.
+        match tokio::time::timeout(self.limits.close_grace, self.inner.close()).await {
+            Ok(Ok(())) => Ok(()),
+            Ok(Err(e)) => Err(GuardError::Transport(Box::new(e))),
+            Err(_) => Ok(()),
+        }
+    }
+}
