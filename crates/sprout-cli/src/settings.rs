@@ -211,13 +211,8 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
         timeout: Duration::from_millis(timeout),
         ..HttpSettings::default()
     };
-    let missing = |flag: &str, env: &str, what: &str| {
-        ConfigProblem(format!(
-            "{env} is not set: the {what} is needed for --provider {}; set it or pass {flag}",
-            args.provider
-        ))
-    };
-    match args.provider.as_str() {
+    let provider = args.provider.as_str();
+    match provider {
         "openai" => {
             if args.openai_api != "chat" {
                 return Err(ConfigProblem(format!(
@@ -226,10 +221,13 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
                     args.openai_api
                 )));
             }
-            let model = args
-                .openai_model
-                .as_deref()
-                .ok_or_else(|| missing("--openai-model", "OPENAI_COMPAT_MODEL", "model name"))?;
+            let model = required(
+                args.openai_model.as_deref(),
+                "model name",
+                provider,
+                matches,
+                ("openai_model", "--openai-model", "OPENAI_COMPAT_MODEL"),
+            )?;
             check_url(
                 &args.openai_base_url,
                 matches,
@@ -237,26 +235,54 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
                 "--openai-base-url",
                 "OPENAI_COMPAT_BASE_URL",
             )?;
-            let mut client = OpenAiCompat::new(
-                &args.openai_base_url,
-                args.openai_api_key.clone(),
-                model,
-                http,
-            );
+            // The key is optional (local servers take none), so a blank one
+            // means none rather than an `Authorization: Bearer ` header.
+            let key = args
+                .openai_api_key
+                .as_deref()
+                .filter(|key| !key.trim().is_empty());
+            if let Some(key) = key {
+                check_key(
+                    key,
+                    matches,
+                    "openai_api_key",
+                    "--openai-api-key",
+                    "OPENAI_COMPAT_API_KEY",
+                )?;
+            }
+            let mut client =
+                OpenAiCompat::new(&args.openai_base_url, key.map(str::to_owned), model, http);
             if let Some(max) = max_tokens {
                 client = client.with_max_tokens(max);
             }
             Ok(Arc::new(client))
         }
         "anthropic" => {
-            let key = args
-                .anthropic_api_key
-                .clone()
-                .ok_or_else(|| missing("--anthropic-api-key", "ANTHROPIC_API_KEY", "API key"))?;
-            let model = args
-                .anthropic_model
-                .as_deref()
-                .ok_or_else(|| missing("--anthropic-model", "ANTHROPIC_MODEL", "model name"))?;
+            let key = required(
+                args.anthropic_api_key.as_deref(),
+                "API key",
+                provider,
+                matches,
+                (
+                    "anthropic_api_key",
+                    "--anthropic-api-key",
+                    "ANTHROPIC_API_KEY",
+                ),
+            )?;
+            check_key(
+                key,
+                matches,
+                "anthropic_api_key",
+                "--anthropic-api-key",
+                "ANTHROPIC_API_KEY",
+            )?;
+            let model = required(
+                args.anthropic_model.as_deref(),
+                "model name",
+                provider,
+                matches,
+                ("anthropic_model", "--anthropic-model", "ANTHROPIC_MODEL"),
+            )?;
             check_url(
                 &args.anthropic_base_url,
                 matches,
@@ -264,17 +290,21 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
                 "--anthropic-base-url",
                 "ANTHROPIC_BASE_URL",
             )?;
-            let mut client = Anthropic::new(&args.anthropic_base_url, key, model, http);
+            let mut client = Anthropic::new(&args.anthropic_base_url, key.to_owned(), model, http);
             if let Some(max) = max_tokens {
                 client = client.with_max_tokens(max);
             }
             Ok(Arc::new(client))
         }
         "script" => {
-            let path = args
-                .script
-                .as_deref()
-                .ok_or_else(|| missing("--script", "SPROUT_AGENT_SCRIPT", "script file"))?;
+            // An empty path never gets here: clap's path parser refuses it.
+            let path = args.script.as_deref().ok_or_else(|| {
+                missing(
+                    "script file",
+                    provider,
+                    ("script", "--script", "SPROUT_AGENT_SCRIPT"),
+                )
+            })?;
             ScriptModel::from_file(path)
                 .map(|m| Arc::new(m) as Arc<dyn Model>)
                 .map_err(|e| ConfigProblem(e.to_string()))
@@ -286,6 +316,44 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
     }
 }
 
+/// A text value the chosen provider needs, given as `(clap id, flag,
+/// variable)`: unset, empty or blank is a problem naming where it came from.
+/// An empty variable is a value to clap, not an absence, so
+/// `OPENAI_COMPAT_MODEL=` arrives here as `""`.
+fn required<'v>(
+    value: Option<&'v str>,
+    what: &str,
+    provider: &str,
+    matches: &ArgMatches,
+    setting: (&str, &str, &str),
+) -> Result<&'v str, ConfigProblem> {
+    match value {
+        None => Err(missing(what, provider, setting)),
+        Some(value) if value.trim().is_empty() => Err(blank(what, provider, matches, setting)),
+        Some(value) => Ok(value),
+    }
+}
+
+fn missing(what: &str, provider: &str, (_, flag, env): (&str, &str, &str)) -> ConfigProblem {
+    ConfigProblem(format!(
+        "{env} is not set: the {what} is needed for --provider {provider}; set it or pass {flag}"
+    ))
+}
+
+fn blank(
+    what: &str,
+    provider: &str,
+    matches: &ArgMatches,
+    (id, flag, env): (&str, &str, &str),
+) -> ConfigProblem {
+    ConfigProblem(format!(
+        "{} is blank: the {what} is needed for --provider {provider}",
+        source_name(matches, id, flag, env)
+    ))
+}
+
+/// A base URL must parse, be http or https, name a host and have no query
+/// or fragment; the problem names the flag or variable it came from.
 fn check_url(
     url: &str,
     matches: &ArgMatches,
@@ -293,12 +361,202 @@ fn check_url(
     flag: &str,
     env: &str,
 ) -> Result<(), ConfigProblem> {
-    if url.starts_with("http://") || url.starts_with("https://") {
-        Ok(())
-    } else {
-        Err(ConfigProblem(format!(
-            "{}={url:?} is not an http:// or https:// URL",
+    agent_loop::providers::check_base_url(url).map_err(|why| {
+        ConfigProblem(format!(
+            "{}={url:?} is not an http:// or https:// base URL: {why}",
             source_name(matches, id, flag, env)
-        )))
+        ))
+    })
+}
+
+/// An API key goes in an HTTP header, which cannot carry control
+/// characters (a stray CR or newline from a key file, say). The problem
+/// names the setting but never shows the key.
+fn check_key(
+    key: &str,
+    matches: &ArgMatches,
+    id: &str,
+    flag: &str,
+    env: &str,
+) -> Result<(), ConfigProblem> {
+    if key.chars().any(|c| c.is_control() && c != '\t') {
+        return Err(ConfigProblem(format!(
+            "{} holds a control character (a line break?), which an HTTP header cannot carry",
+            source_name(matches, id, flag, env)
+        )));
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::{CommandFactory, FromArgMatches};
+
+    use super::*;
+    use crate::cli::{Cli, Command};
+
+    /// The model settings' answer for `sprout run x ARGS`. Every test passes
+    /// the values it relies on as flags, which win over any variable set
+    /// where the tests run.
+    fn model_for(args: &[&str]) -> Result<String, ConfigProblem> {
+        let argv = ["sprout", "run", "x"].iter().chain(args);
+        let matches = Cli::command()
+            .try_get_matches_from(argv)
+            .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        let cli = Cli::from_arg_matches(&matches).unwrap();
+        let Command::Run { model: args, .. } = cli.command else {
+            panic!("not a run")
+        };
+        let run = matches.subcommand_matches("run").unwrap();
+        model(&args, run).map(|m| m.describe())
+    }
+
+    fn problem(args: &[&str]) -> String {
+        match model_for(args) {
+            Ok(described) => panic!("{args:?} was accepted as {described}"),
+            Err(ConfigProblem(message)) => message,
+        }
+    }
+
+    const OPENAI: [&str; 4] = [
+        "--provider",
+        "openai",
+        "--openai-base-url",
+        "http://127.0.0.1:9/v1",
+    ];
+    const ANTHROPIC: [&str; 6] = [
+        "--provider",
+        "anthropic",
+        "--anthropic-base-url",
+        "http://127.0.0.1:9",
+        "--anthropic-api-key",
+        "sk-test",
+    ];
+
+    fn with<const N: usize>(base: [&'static str; N], more: &[&'static str]) -> Vec<&'static str> {
+        base.iter().chain(more).copied().collect()
+    }
+
+    #[test]
+    fn valid_settings_make_a_model() {
+        let described = model_for(&with(OPENAI, &["--openai-model", "m"])).unwrap();
+        assert_eq!(described, "openai-compatible m at http://127.0.0.1:9/v1");
+        let described = model_for(&with(ANTHROPIC, &["--anthropic-model", "c"])).unwrap();
+        assert_eq!(described, "anthropic c at http://127.0.0.1:9");
+    }
+
+    #[test]
+    fn a_blank_model_name_is_refused_naming_the_flag() {
+        for blank in ["", "   ", "\t"] {
+            assert_eq!(
+                problem(&with(OPENAI, &["--openai-model", blank])),
+                "--openai-model is blank: the model name is needed for --provider openai"
+            );
+            assert_eq!(
+                problem(&with(ANTHROPIC, &["--anthropic-model", blank])),
+                "--anthropic-model is blank: the model name is needed for --provider anthropic"
+            );
+        }
+    }
+
+    #[test]
+    fn api_keys_blank_or_with_controls_are_refused_when_needed() {
+        let anthropic = |key: &'static str| {
+            problem(&[
+                "--provider",
+                "anthropic",
+                "--anthropic-model",
+                "c",
+                "--anthropic-api-key",
+                key,
+            ])
+        };
+        assert_eq!(
+            anthropic(""),
+            "--anthropic-api-key is blank: the API key is needed for --provider anthropic"
+        );
+        assert_eq!(
+            anthropic(" "),
+            "--anthropic-api-key is blank: the API key is needed for --provider anthropic"
+        );
+        let message = anthropic("sk-secret\r");
+        assert!(
+            message.starts_with("--anthropic-api-key holds a control character"),
+            "{message}"
+        );
+        assert!(
+            !message.contains("sk-secret"),
+            "the key was shown: {message}"
+        );
+        // OpenAI-compatible servers may take no key: a blank one is none.
+        let described = model_for(&with(
+            OPENAI,
+            &["--openai-model", "m", "--openai-api-key", ""],
+        ))
+        .unwrap();
+        assert_eq!(described, "openai-compatible m at http://127.0.0.1:9/v1");
+        let message = problem(&with(
+            OPENAI,
+            &["--openai-model", "m", "--openai-api-key", "k\n"],
+        ));
+        assert!(
+            message.starts_with("--openai-api-key holds a control character"),
+            "{message}"
+        );
+    }
+
+    // clap refuses an empty path itself (exit 2), before these settings.
+    #[test]
+    fn an_empty_script_path_is_refused_by_clap() {
+        let argv = ["sprout", "run", "x", "--provider", "script", "--script", ""];
+        let error = Cli::command().try_get_matches_from(argv).unwrap_err();
+        assert_eq!(error.kind(), clap::error::ErrorKind::InvalidValue);
+        assert!(error.to_string().contains("--script <FILE>"), "{error}");
+    }
+
+    #[test]
+    fn bad_base_urls_are_refused_naming_the_flag() {
+        let openai = |url: &'static str| {
+            problem(&[
+                "--provider",
+                "openai",
+                "--openai-model",
+                "m",
+                "--openai-base-url",
+                url,
+            ])
+        };
+        for (url, why) in [
+            ("", "not a URL"),
+            ("localhost:11434/v1", "the scheme is \"localhost\""),
+            ("api.openai.com/v1", "not a URL"),
+            ("ftp://example.com/v1", "the scheme is \"ftp\""),
+            ("http://", "not a URL"),
+            ("http://:8080/v1", "not a URL"),
+            ("http://exa mple.com", "not a URL"),
+            ("http://h/v1?x=1", "it has a query or fragment"),
+        ] {
+            let message = openai(url);
+            assert!(
+                message.starts_with(&format!(
+                    "--openai-base-url={url:?} is not an http:// or https:// base URL: {why}"
+                )),
+                "{url:?}: {message}"
+            );
+        }
+        let message = problem(&[
+            "--provider",
+            "anthropic",
+            "--anthropic-model",
+            "c",
+            "--anthropic-api-key",
+            "k",
+            "--anthropic-base-url",
+            "mailto:x@example.com",
+        ]);
+        assert!(
+            message.starts_with("--anthropic-base-url=\"mailto:x@example.com\" is not an http"),
+            "{message}"
+        );
     }
 }

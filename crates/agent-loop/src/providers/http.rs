@@ -217,6 +217,26 @@ fn describe(e: &reqwest::Error) -> String {
     text
 }
 
+/// Why `url` cannot be a provider's base URL, if it cannot: it must parse,
+/// be `http` or `https`, name a host, and carry no query or fragment (the
+/// providers append their path to it as text).
+pub fn check_base_url(url: &str) -> Result<(), String> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
+    if !matches!(parsed.scheme(), "http" | "https") {
+        return Err(format!(
+            "the scheme is {:?}, not http or https",
+            parsed.scheme()
+        ));
+    }
+    if parsed.host_str().is_none_or(str::is_empty) {
+        return Err("it names no host".to_owned());
+    }
+    if parsed.query().is_some() || parsed.fragment().is_some() {
+        return Err("it has a query or fragment, to which no path can be appended".to_owned());
+    }
+    Ok(())
+}
+
 /// How many characters of a server's text an error message quotes.
 const EXCERPT_CHARS: usize = 500;
 
@@ -319,6 +339,41 @@ mod tests {
         assert_eq!(s("Thu, 01 Jan 1970 00:00:00 GMT"), Some(Duration::ZERO));
         assert_eq!(s(&httpdate::fmt_http_date(now())), Some(Duration::ZERO));
         assert_eq!(s("Mon, 32 Foo 2024 99:99:99 GMT"), None);
+    }
+
+    #[test]
+    fn base_urls_are_checked() {
+        for good in [
+            "https://api.openai.com/v1",
+            "http://localhost:11434/v1/",
+            "http://127.0.0.1:8080",
+            "http://[::1]:8080/v1",
+        ] {
+            assert_eq!(check_base_url(good), Ok(()), "{good}");
+        }
+        let bad = |url: &str| check_base_url(url).unwrap_err();
+        assert!(bad("").starts_with("not a URL"), "{}", bad(""));
+        assert!(
+            bad("localhost:11434").contains("scheme"),
+            "{}",
+            bad("localhost:11434")
+        );
+        assert!(bad("api.openai.com/v1").starts_with("not a URL"));
+        assert!(bad("ftp://example.com").contains("\"ftp\""));
+        assert!(bad("file:///etc/passwd").contains("\"file\""));
+        assert!(
+            bad("http://").starts_with("not a URL"),
+            "{}",
+            bad("http://")
+        );
+        assert!(
+            bad("http://:80/v1").starts_with("not a URL"),
+            "{}",
+            bad("http://:80/v1")
+        );
+        assert!(bad("https://exa mple.com").starts_with("not a URL"));
+        assert!(bad("http://h/v1?key=x").contains("query"));
+        assert!(bad("http://h/v1#top").contains("fragment"));
     }
 
     // Cut at a char boundary (a byte index into multi-byte text would panic)

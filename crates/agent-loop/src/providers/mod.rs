@@ -7,6 +7,6 @@ pub mod openai;
 pub mod script;
 
 pub use anthropic::Anthropic;
-pub use http::HttpSettings;
+pub use http::{HttpSettings, check_base_url};
 pub use openai::OpenAiCompat;
 pub use script::ScriptModel;
