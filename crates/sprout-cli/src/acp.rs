@@ -96,9 +96,10 @@ impl State {
 /// How long the end of the connection waits for running prompts to stop.
 const DRAIN: std::time::Duration = std::time::Duration::from_secs(10);
 
-/// Serves ACP on stdin/stdout until the client closes stdin, then cancels
-/// what runs and stops every session's servers.
-pub async fn serve(config: AcpConfig) -> Result<(), String> {
+/// Serves ACP on stdin/stdout until the client closes stdin or `stop` is
+/// cancelled (a signal), then cancels what runs and stops every session's
+/// servers.
+pub async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<(), String> {
     let max_frame = config.max_frame_bytes;
     let state = Arc::new(State {
         config,
@@ -243,7 +244,10 @@ pub async fn serve(config: AcpConfig) -> Result<(), String> {
                 on_receive_notification!(),
             )
     };
-    let result = builder.connect_to(transport).await;
+    let result = tokio::select! {
+        result = builder.connect_to(transport) => result.map_err(|e| format!("the ACP connection failed: {e}")),
+        () = stop.cancelled() => Ok(()),
+    };
     // The client is gone: cancel every prompt, let them end, stop every server.
     let sessions: Vec<Arc<Session>> = lock(&state.sessions).values().cloned().collect();
     for session in &sessions {
@@ -255,7 +259,7 @@ pub async fn serve(config: AcpConfig) -> Result<(), String> {
     let _ = tokio::time::timeout(DRAIN, futures::future::join_all(tasks)).await;
     let sessions: Vec<Arc<Session>> = lock(&state.sessions).drain().map(|(_, s)| s).collect();
     futures::future::join_all(sessions.iter().map(|s| close_session(s))).await;
-    result.map_err(|e| format!("the ACP connection failed: {e}"))
+    result
 }
 
 /// Cancels the session's prompt, waits for it, and stops its servers.

@@ -12,6 +12,7 @@ pub mod cli;
 pub mod demo;
 pub mod render;
 pub mod settings;
+mod signals;
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -21,11 +22,11 @@ use agent_loop::{Agent, AgentEvent, AgentSettings, Model};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use hooks_core::{Decision, EndReason, HookConfig, HookPoint, Input, StopReason};
 use hooks_mcp::{Host, HostOptions, ServerSpec};
-use tokio_util::sync::CancellationToken;
 
 use crate::cli::{Cli, Command, HookServerCommand, HooksCommand};
 use crate::render::Renderer;
 use crate::settings::ConfigProblem;
+use crate::signals::Signals;
 
 /// Exit status: the prompt ended normally.
 pub const EXIT_OK: i32 = 0;
@@ -174,8 +175,9 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 max_frame_bytes,
                 servers: settings::servers(&session)?,
             };
-            Ok(match acp::serve(config).await {
-                Ok(()) => EXIT_OK,
+            let signals = Signals::install();
+            Ok(match acp::serve(config, signals.token().clone()).await {
+                Ok(()) => signals.exit_status().unwrap_or(EXIT_OK),
                 Err(e) => fail(&e),
             })
         }
@@ -241,34 +243,43 @@ fn read_prompt(prompt: &str) -> Result<String, ConfigProblem> {
     Ok(text)
 }
 
-/// Cancels `token` on Ctrl-C.
-fn cancel_on_ctrl_c(token: CancellationToken) {
-    tokio::spawn(async move {
-        if tokio::signal::ctrl_c().await.is_ok() {
-            token.cancel();
-        }
-    });
-}
-
-/// Starts the servers; Ctrl-C (through `cancel`) is honoured during the
-/// start-up too. `Err` is the exit status.
+/// Starts the servers; a signal is honoured during the start-up too (the
+/// servers started so far are stopped as the start is dropped). `Err` is
+/// the exit status.
 async fn start_host(
     specs: Vec<ServerSpec>,
     config: HookConfig,
     options: HostOptions,
     sink: agent_loop::Sink,
-    cancel: &CancellationToken,
+    signals: &Signals,
 ) -> Result<Host, i32> {
     tokio::select! {
         started = Host::start(specs, config, options, agent_loop::hook_sink(sink)) => started.map_err(|e| {
             report_error(&format!("sprout: {e}"));
             EXIT_USAGE
         }),
-        () = cancel.cancelled() => {
+        () = signals.token().cancelled() => {
             report_error("sprout: interrupted while the MCP servers were starting");
-            Err(EXIT_INTERRUPTED)
+            Err(signals.exit_status().unwrap_or(EXIT_INTERRUPTED))
         }
     }
+}
+
+/// Says which configured servers did not start, on stderr; true if any.
+fn report_down_servers(host: &Host) -> bool {
+    let mut any = false;
+    for server in host.servers() {
+        if server.state != hooks_core::ServerState::Up {
+            any = true;
+            let why = server.last_error.as_deref().unwrap_or("it is not running");
+            report_error(&format!(
+                "sprout: warning: MCP server {} did not start: {}",
+                server.name,
+                render::printable(why)
+            ));
+        }
+    }
+    any
 }
 
 async fn run_session(
@@ -281,16 +292,19 @@ async fn run_session(
     json: bool,
 ) -> i32 {
     let sink = Renderer::new(json).into_sink();
-    // Ctrl-C is honoured from the start, server start-up included.
-    let cancel = CancellationToken::new();
-    cancel_on_ctrl_c(cancel.clone());
-    let host = match start_host(specs, config, options, sink.clone(), &cancel).await {
+    // Signals are honoured from the start, server start-up included.
+    let signals = Signals::install();
+    let host = match start_host(specs, config, options, sink.clone(), &signals).await {
         Ok(host) => host,
         Err(code) => return code,
     };
+    report_down_servers(&host);
     let mut agent = Agent::new(model, host, settings, sink);
-    let outcome = agent.run_prompt(prompt, &cancel).await;
+    let outcome = agent.run_prompt(prompt, signals.token()).await;
     agent.into_gateway().shutdown().await;
+    if let Some(status) = signals.exit_status() {
+        return status;
+    }
     match outcome.reason {
         EndReason::Cancelled => EXIT_INTERRUPTED,
         reason if reason.is_normal() => EXIT_OK,
@@ -307,9 +321,8 @@ async fn hooks_list(
 ) -> i32 {
     let allowlist = config.allowlist.clone();
     let quiet: agent_loop::Sink = Arc::new(|_: &AgentEvent| {});
-    let cancel = CancellationToken::new();
-    cancel_on_ctrl_c(cancel.clone());
-    let host = match start_host(specs, config, options, quiet, &cancel).await {
+    let signals = Signals::install();
+    let host = match start_host(specs, config, options, quiet, &signals).await {
         Ok(host) => host,
         Err(code) => return code,
     };
@@ -321,7 +334,7 @@ async fn hooks_list(
             .map(|r| {
                 serde_json::json!({
                     "name": r.name.as_str(),
-                    "state": format!("{:?}", r.state),
+                    "state": state_word(r.state),
                     "may_hook": r.may_hook,
                     "tools": r.model_tools,
                     "hooks": r.hooks.iter().map(|h| h.tool_name()).collect::<Vec<_>>(),
@@ -346,10 +359,7 @@ async fn hooks_list(
             println!("no MCP servers are configured (use --mcp-config FILE or a .mcp.json here)");
         }
         for r in &reports {
-            let state = match r.state {
-                hooks_core::ServerState::Up => "up".to_owned(),
-                other => format!("down ({other:?})"),
-            };
+            let state = state_word(r.state);
             println!("\n{}: {state}", r.name);
             println!("  may hook: {}", if r.may_hook { "yes" } else { "no" });
             let hooks: Vec<&str> = r.hooks.iter().map(|h| h.tool_name()).collect();
@@ -370,18 +380,42 @@ async fn hooks_list(
                 }
             );
             if let Some(error) = &r.last_error {
-                println!("  error:    {error}");
+                println!("  error:    {}", render::printable(error));
             }
         }
         if !warnings.is_empty() {
             println!("\nwarnings:");
             for w in &warnings {
-                println!("  - {w}");
+                println!("  - {}", render::printable(w));
             }
         }
     }
     host.shutdown().await;
-    EXIT_OK
+    let down: Vec<&str> = reports
+        .iter()
+        .filter(|r| r.state != hooks_core::ServerState::Up)
+        .map(|r| r.name.as_str())
+        .collect();
+    if down.is_empty() {
+        EXIT_OK
+    } else {
+        report_error(&format!(
+            "sprout: {} configured MCP server(s) did not start: {}",
+            down.len(),
+            down.join(", ")
+        ));
+        EXIT_FAILURE
+    }
+}
+
+/// A server's state in one word, for people and for `--json`.
+fn state_word(state: hooks_core::ServerState) -> &'static str {
+    match state {
+        hooks_core::ServerState::Starting => "starting",
+        hooks_core::ServerState::Up => "up",
+        hooks_core::ServerState::Down { .. } => "down",
+        hooks_core::ServerState::Retired => "retired",
+    }
 }
 
 #[allow(clippy::print_stdout)]
@@ -393,12 +427,28 @@ async fn hooks_call(
     json: bool,
 ) -> i32 {
     let sink = Renderer::new(json).into_sink();
-    let cancel = CancellationToken::new();
-    cancel_on_ctrl_c(cancel.clone());
-    let mut host = match start_host(specs, config, options, sink, &cancel).await {
+    let signals = Signals::install();
+    let mut host = match start_host(specs, config, options, sink, &signals).await {
         Ok(host) => host,
         Err(code) => return code,
     };
+    // The hook is asked of the allowlisted servers that are up and list it;
+    // with nobody to ask, the call would show nothing, so it fails.
+    let askable: Vec<_> = host
+        .servers()
+        .into_iter()
+        .filter(|r| r.may_hook && r.state == hooks_core::ServerState::Up && r.hooks.contains(&hook))
+        .collect();
+    if askable.is_empty() {
+        report_down_servers(&host);
+        report_error(&format!(
+            "sprout: no allowlisted MCP server that is up lists {}; see `sprout hooks list`",
+            hook.tool_name()
+        ));
+        host.shutdown().await;
+        return EXIT_FAILURE;
+    }
+    let cancel = signals.token();
     let input = match hook {
         HookPoint::Stop => Input::ModelResponded {
             stop: StopReason::EndTurn,
@@ -409,7 +459,7 @@ async fn hooks_call(
         },
     };
     let decided = match host.begin_prompt() {
-        Ok(()) => host.decide(input, &cancel).await,
+        Ok(()) => host.decide(input, cancel).await,
         Err(e) => Err(e),
     };
     host.shutdown().await;
@@ -424,7 +474,10 @@ async fn hooks_call(
         ),
         Ok(Decision::End {
             reason: EndReason::Cancelled,
-        }) => (EXIT_INTERRUPTED, "cancelled".to_owned()),
+        }) => (
+            signals.exit_status().unwrap_or(EXIT_INTERRUPTED),
+            "cancelled".to_owned(),
+        ),
         Ok(Decision::End { reason }) => (EXIT_OK, format!("the agent would stop: {reason}")),
         Ok(Decision::RunTools) => (EXIT_FAILURE, "unexpected decision: run tools".to_owned()),
         Err(e) => (EXIT_FAILURE, format!("the hook policy refused: {e}")),

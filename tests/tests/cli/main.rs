@@ -14,3 +14,5 @@ mod hooks;
 mod errors;
 // `sprout acp`: the Agent Client Protocol over the binary's stdio.
 mod acp;
+// Floods, deaf servers, signals and terminal escapes against the binary [issue 10].
+mod hostile;
