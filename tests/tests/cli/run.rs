@@ -131,7 +131,7 @@ fn hanging_hook_times_out() {
 }
 
 // [T3], [T4] through the binary: a wedged server is killed on its second
-// timeout, restarted lazily, and heard again.
+// timeout, restarted lazily beside a round, and heard again.
 #[test]
 fn killed_and_restarted_server() {
     let scratch = Scratch::new("restart");
@@ -141,19 +141,32 @@ fn killed_and_restarted_server() {
         &[
             (
                 "wedge",
-                vec!["--stop", "hang,hang,text=back again,empty", "--log", &log],
+                vec![
+                    "--tools",
+                    "work",
+                    "--stop",
+                    "hang,hang,text=back again,empty",
+                    "--log",
+                    &log,
+                ],
             ),
             ("nag", vec!["--tools", "work", "--stop", "text=keep going"]),
         ],
     );
-    let slow = Duration::from_millis(400);
+    // Round 2 kills wedge. The model's next answer comes 400 ms after sprout
+    // asked for it, so round 3 runs more than 400 ms after the kill: past the
+    // 250 ms backoff however slow the machine (a lower bound, not a race).
+    // Round 3 starts the restart beside itself and leaves wedge out. The
+    // model then calls wedge's own tool, which waits for that start to end,
+    // so round 4 hears wedge however long its handshake takes.
+    let after_backoff = Duration::from_millis(400);
     let fake = FakeOpenAi::start(vec![
         (Duration::ZERO, end("1")),
         (Duration::ZERO, tool("c1", "nag__work")),
         (Duration::ZERO, end("2")),
-        (slow, tool("c2", "nag__work")),
+        (after_backoff, tool("c2", "nag__work")),
         (Duration::ZERO, end("3")),
-        (slow, tool("c3", "nag__work")),
+        (Duration::ZERO, tool("c3", "wedge__work")),
         (Duration::ZERO, end("4")),
         (Duration::ZERO, tool("c4", "nag__work")),
         (Duration::ZERO, end("5")),
@@ -189,6 +202,18 @@ fn killed_and_restarted_server() {
             "missing {expected:?} in:\n{stdout}"
         );
     }
+    // The restart came from round 3, not from the tool call: that call ran
+    // on the restarted server.
+    let restart = stdout.find("restarting server wedge (attempt 2)").unwrap();
+    let round_3 = stdout.find("_Stop round 3").expect("a third round");
+    assert!(
+        restart < round_3,
+        "the restart was not beside round 3:\n{stdout}"
+    );
+    let requests = fake.requests.lock().unwrap();
+    let after_c3 = requests[6]["messages"].as_array().unwrap().last().unwrap();
+    assert_eq!(after_c3["tool_call_id"], "c3");
+    assert_eq!(after_c3["content"], "{}", "wedge__work did not run");
     let pids = logged_pids(&log, "start");
     assert_eq!(pids.len(), 2);
     assert!(

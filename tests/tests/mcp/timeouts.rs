@@ -142,19 +142,37 @@ async fn second_timeout_kills_then_lazy_restart_t3_t4() {
 
     // Down and within its backoff: left out, no restart yet.
     let id = rig.host.session().server_id("wedge").unwrap();
-    assert!(matches!(
-        rig.host.session().server_state(id),
-        ServerState::Down { .. }
-    ));
+    let ServerState::Down { retry_at } = rig.host.session().server_state(id) else {
+        panic!("the killed server should be down")
+    };
+    let restarted = |rig: &crate::support::Rig| {
+        rig.has_event(|e| matches!(e, Event::ServerStarting { attempt: 2, .. }))
+    };
     rig.end_turn().await;
-    assert_eq!(logged_pids(&log, "start").len(), 1);
+    // The round ran no later than this; only a round that surely ran inside
+    // the backoff can be held to leaving the server alone (a starved machine
+    // may have let the backoff pass already).
+    if rig.host.now() < retry_at {
+        assert!(!restarted(&rig), "restarted within its backoff");
+        assert_eq!(logged_pids(&log, "start").len(), 1);
+    }
 
-    // After the backoff, a round restarts it beside itself and leaves it out.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // After the backoff (by the host's own clock), a round restarts it beside
+    // itself and leaves it out.
+    assert!(eventually(|| rig.host.now() >= retry_at).await);
     rig.end_turn().await;
-    assert!(rig.has_event(|e| matches!(e, Event::ServerStarting { attempt: 2, .. })));
+    assert!(restarted(&rig));
     assert!(eventually(|| logged_pids(&log, "start").len() == 2).await);
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Once its handshake is done (the host reads that notice when pumped),
+    // the next round hears it.
+    assert!(
+        eventually(|| {
+            rig.host.model_tools();
+            rig.host.servers()[0].state == ServerState::Up
+        })
+        .await,
+        "the restarted server never came up"
+    );
     let Decision::Continue { injections } = rig.end_turn().await else {
         panic!("the restarted server should object")
     };
@@ -181,15 +199,36 @@ async fn a_server_that_keeps_wedging_is_retired_t4() {
         100,
     )
     .await;
-    for _ in 0..40 {
-        rig.end_turn().await;
-        let id = rig.host.session().server_id("wedge").unwrap();
-        if rig.host.session().server_state(id) == ServerState::Retired {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // Each step waits for what the next needs, never a fixed time: a round
+    // while up (two in a row time out and kill it), the end of the backoff
+    // while down (then a round restarts it), the end of a restart.
     let id = rig.host.session().server_id("wedge").unwrap();
+    let mut rounds = 0;
+    loop {
+        match rig.host.session().server_state(id) {
+            ServerState::Retired => break,
+            ServerState::Up => {}
+            ServerState::Down { retry_at } => {
+                assert!(eventually(|| rig.host.now() >= retry_at).await);
+            }
+            ServerState::Starting => {
+                assert!(
+                    eventually(|| {
+                        rig.host.model_tools();
+                        rig.host.session().server_state(id) != ServerState::Starting
+                    })
+                    .await,
+                    "a restart never ended"
+                );
+                continue;
+            }
+        }
+        rig.end_turn().await;
+        rounds += 1;
+        // 3 kills of 2 timeouts each, plus a restarting round after each of
+        // the first two: 8 rounds; anything far past that is a bug.
+        assert!(rounds <= 20, "still not retired after {rounds} rounds");
+    }
     assert_eq!(rig.host.session().server_state(id), ServerState::Retired);
     let tools: Vec<String> = rig.host.model_tools().into_iter().map(|t| t.name).collect();
     assert_eq!(tools, ["fine__read"]);
@@ -213,20 +252,32 @@ async fn cancel_ends_the_round_at_once_t5() {
     .await;
     let cancel = CancellationToken::new();
     let trigger = cancel.clone();
-    tokio::spawn(async move {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+    let call_log = log.clone();
+    // Cancels once the hook call is in flight (the server logged it), and
+    // says when; cancels anyway after 10 s so that the test cannot hang.
+    let canceller = tokio::spawn(async move {
+        let seen = eventually(|| !log_events(&call_log, "call").is_empty()).await;
+        let at = Instant::now();
         trigger.cancel();
+        (seen, at)
     });
-    let started = Instant::now();
+    let decision = rig.end_turn_cancellable(&cancel).await;
+    let ended = Instant::now();
+    let (seen, cancelled_at) = canceller.await.unwrap();
+    assert!(seen, "the hook call never reached the server");
     assert_eq!(
-        rig.end_turn_cancellable(&cancel).await,
+        decision,
         Decision::End {
             reason: EndReason::Cancelled
         }
     );
+    // The spec says "well under 100 ms"; 1 s leaves room for a starved
+    // scheduler on a shared machine and still fails if cancelling waited for
+    // the call to answer or for the hook deadline (60 s here).
+    let took = ended.saturating_duration_since(cancelled_at);
     assert!(
-        started.elapsed() < Duration::from_secs(10),
-        "cancel did not end the round"
+        took < Duration::from_secs(1),
+        "the round ended {took:?} after the cancel"
     );
     assert_eq!(rig.last_outcome("hang"), Some(Outcome::Cancelled));
     assert!(eventually(|| log_events(&log, "cancelled").len() == 1).await);
