@@ -22,9 +22,23 @@ fn bad_inputs_exit_2_with_a_message() {
         "name.json",
         r#"{"mcpServers": {"my server": {"command": "x"}}}"#,
     );
+    let bad_url = write(
+        "url.json",
+        r#"{"mcpServers": {"web": {"type": "http", "url": "http://exa mple.com/"}}}"#,
+    );
     let script = write("script.jsonl", "{\"text\": 1}\n");
     let script_env = [("SPROUT_AGENT_PROVIDER", "script")];
     let openai = [("SPROUT_AGENT_PROVIDER", "openai")];
+    let blank_model = [
+        ("SPROUT_AGENT_PROVIDER", "openai"),
+        ("OPENAI_COMPAT_BASE_URL", "http://127.0.0.1:9/v1"),
+        ("OPENAI_COMPAT_MODEL", ""),
+    ];
+    let hostless_base = [
+        ("SPROUT_AGENT_PROVIDER", "openai"),
+        ("OPENAI_COMPAT_BASE_URL", "http://"),
+        ("OPENAI_COMPAT_MODEL", "m"),
+    ];
     let cases: Vec<Case<'_>> = vec![
         (vec!["run", "x", "--mcp-config", "/nonexistent/mcp.json"], vec![], "cannot read the MCP config /nonexistent/mcp.json".into()),
         (vec!["run", "x", "--mcp-config", &bad_json], vec![], format!("MCP config {bad_json}: not a valid mcpServers JSON document")),
@@ -35,6 +49,9 @@ fn bad_inputs_exit_2_with_a_message() {
         (vec!["run", "x", "--hook-timeout-ms", "700000"], vec![("SPROUT_AGENT_HOOK_TIMEOUT_MS", "100")], "--hook-timeout-ms=\"700000\" is not valid".into()),
         (vec!["run", "x"], vec![("SPROUT_AGENT_STOP_MAX_REJECTIONS", "-1")], "SPROUT_AGENT_STOP_MAX_REJECTIONS=\"-1\" is not valid".into()),
         (vec!["run", "x"], openai.to_vec(), "OPENAI_COMPAT_MODEL is not set".into()),
+        (vec!["run", "x"], blank_model.to_vec(), "OPENAI_COMPAT_MODEL is blank".into()),
+        (vec!["run", "x"], hostless_base.to_vec(), "OPENAI_COMPAT_BASE_URL=\"http://\" is not".into()),
+        (vec!["run", "x", "--mcp-config", &bad_url], vec![], "mcpServers.web.url: \"http://exa mple.com/\" is not a valid URL".into()),
         (vec!["run", "x", "--provider", "anthropic"], vec![("ANTHROPIC_MODEL", "m")], "ANTHROPIC_API_KEY is not set".into()),
         (vec!["run", "x"], vec![("SPROUT_AGENT_PROVIDER", "gpt")], "SPROUT_AGENT_PROVIDER=\"gpt\" is not a provider".into()),
         (vec!["run", "x", "--script", &script], script_env.to_vec(), format!("model script {script}, line 1: invalid type")),
@@ -51,6 +68,29 @@ fn bad_inputs_exit_2_with_a_message() {
         assert!(
             stderr.contains(&expected),
             "{args:?} {env:?}: expected {expected:?} in {stderr:?}"
+        );
+    }
+}
+
+// A URL that carries a secret in its query is never echoed with the secret,
+// whether it parses (wrong scheme) or not.
+#[test]
+fn a_bad_server_url_does_not_leak_its_query() {
+    let scratch = Scratch::new("errors-secret");
+    for (name, url) in [
+        ("scheme", "ftp://x/?api_key=s3cret"),
+        ("unparsable", "http://exa mple.com/?api_key=s3cret"),
+    ] {
+        let path = scratch.path(&format!("{name}.json"));
+        let config = serde_json::json!({"mcpServers": {"web": {"type": "http", "url": url}}});
+        std::fs::write(&path, config.to_string()).unwrap();
+        let out = run_sprout(&["run", "x", "--mcp-config", &path], &[], &scratch.0);
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{url}: {stderr}");
+        assert!(stderr.contains("mcpServers.web.url"), "{url}: {stderr:?}");
+        assert!(
+            !stderr.contains("s3cret"),
+            "{url}: the secret leaked: {stderr:?}"
         );
     }
 }
