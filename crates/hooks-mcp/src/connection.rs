@@ -36,7 +36,8 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 use rmcp::{ServiceError, ServiceExt};
 use tokio::process::{Child, Command};
 use tokio::task::JoinHandle;
-use tokio_util::codec::{FramedRead, LinesCodec, LinesCodecError};
+use tokio_util::bytes::BytesMut;
+use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
 
 use crate::guard::{Guarded, Limits, Tripwire};
 use crate::reply::describe_service_error;
@@ -638,39 +639,52 @@ async fn start_failure(
     }
 }
 
+/// `LinesCodec` for a child's stderr, with its errors turned into marker
+/// lines: a bad line neither ends the reading (a child whose stderr is not
+/// read blocks once the pipe is full) nor leaves later lines waiting in the
+/// buffer (a decoding error pauses tokio-util's reader until more input).
+struct StderrLines(LinesCodec);
+
+impl StderrLines {
+    fn read(decoded: Result<Option<String>, LinesCodecError>) -> std::io::Result<Option<String>> {
+        match decoded {
+            Ok(line) => Ok(line),
+            Err(LinesCodecError::MaxLineLengthExceeded) => Ok(Some(format!(
+                "[a line longer than {STDERR_LINE_BYTES} bytes, dropped]"
+            ))),
+            Err(LinesCodecError::Io(e)) if e.kind() == std::io::ErrorKind::InvalidData => {
+                Ok(Some("[a line that is not UTF-8, dropped]".into()))
+            }
+            Err(LinesCodecError::Io(e)) => Err(e),
+        }
+    }
+}
+
+impl Decoder for StderrLines {
+    type Item = String;
+    type Error = std::io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> std::io::Result<Option<String>> {
+        Self::read(self.0.decode(buf))
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> std::io::Result<Option<String>> {
+        Self::read(self.0.decode_eof(buf))
+    }
+}
+
 /// Logs a child's stderr line by line and keeps the last lines in `tail`.
-/// Lines are capped at [`STDERR_LINE_BYTES`] (the rest is dropped) and need
-/// not be UTF-8.
+/// Lines are capped at [`STDERR_LINE_BYTES`] (a longer one is dropped, with
+/// a marker) and need not be UTF-8.
 async fn read_stderr(
     server: String,
     stderr: tokio::process::ChildStderr,
     tail: Arc<Mutex<VecDeque<String>>>,
 ) {
-    let mut lines = FramedRead::new(stderr, LinesCodec::new_with_max_length(STDERR_LINE_BYTES));
-    // After a decoding error the stream yields one `None` and then goes on.
-    let mut after_error = false;
-    loop {
-        match lines.next().await {
-            Some(Ok(line)) => keep_line(&server, &tail, line),
-            Some(Err(LinesCodecError::MaxLineLengthExceeded)) => {
-                keep_line(
-                    &server,
-                    &tail,
-                    "[a line longer than 4096 bytes, dropped]".into(),
-                );
-                after_error = true;
-                continue;
-            }
-            Some(Err(LinesCodecError::Io(e))) if e.kind() == std::io::ErrorKind::InvalidData => {
-                keep_line(&server, &tail, "[a line that is not UTF-8, dropped]".into());
-                after_error = true;
-                continue;
-            }
-            Some(Err(LinesCodecError::Io(_))) => break,
-            None if after_error => {}
-            None => break,
-        }
-        after_error = false;
+    let codec = StderrLines(LinesCodec::new_with_max_length(STDERR_LINE_BYTES));
+    let mut lines = FramedRead::new(stderr, codec);
+    while let Some(Ok(line)) = lines.next().await {
+        keep_line(&server, &tail, line);
     }
 }
 
@@ -682,4 +696,38 @@ fn keep_line(server: &str, tail: &Mutex<VecDeque<String>>, text: String) {
         tail.pop_front();
     }
     tail.push_back(text);
+}
+
+#[cfg(test)]
+mod tests {
+    use tokio::io::AsyncWriteExt;
+
+    use super::*;
+
+    // A line too long or not UTF-8 becomes a marker, and the lines after it
+    // come through while the pipe is still open (no wait for more input).
+    #[tokio::test]
+    async fn bad_stderr_lines_neither_end_nor_hold_the_reading() {
+        let (mut writer, reader) = tokio::io::duplex(1 << 16);
+        let mut input = b"first\n".to_vec();
+        input.extend(std::iter::repeat_n(b'x', STDERR_LINE_BYTES + 10));
+        input.extend_from_slice(b"\n\xff\xfe\nlast\n");
+        writer.write_all(&input).await.unwrap();
+        let codec = StderrLines(LinesCodec::new_with_max_length(STDERR_LINE_BYTES));
+        let lines: Vec<String> = FramedRead::new(reader, codec)
+            .take(4)
+            .map(Result::unwrap)
+            .collect()
+            .await;
+        assert_eq!(
+            lines,
+            [
+                "first",
+                "[a line longer than 4096 bytes, dropped]",
+                "[a line that is not UTF-8, dropped]",
+                "last"
+            ]
+        );
+        drop(writer);
+    }
 }

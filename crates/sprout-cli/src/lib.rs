@@ -173,7 +173,12 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 agent: settings::agent_settings(&session, m)?,
                 model: settings::model(&model, m)?,
                 max_frame_bytes,
-                servers: settings::servers(&session)?,
+                // Without --mcp-config, each session reads `.mcp.json` in
+                // its own cwd, not in ours.
+                servers: match session.mcp_config {
+                    Some(_) => Some(settings::servers(&session)?),
+                    None => None,
+                },
             };
             let signals = Signals::install();
             Ok(match acp::serve(config, signals.token().clone()).await {

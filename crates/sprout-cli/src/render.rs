@@ -335,15 +335,7 @@ fn hook_line(event: &Event, yellow: Style, red: Style, green: Style, dim: Style)
             // The prompt's end is shown once, by the loop's own event.
             _ => return None,
         },
-        Event::ServerDown { server, cause, failures, retry_at } => {
-            let cause = match cause {
-                hooks_core::DownCause::Killed => "killed after two hook timeouts in a row".to_owned(),
-                hooks_core::DownCause::Crashed(why) => format!("exited ({why})"),
-                hooks_core::DownCause::StartFailed(why) => format!("failed to start ({why})"),
-            };
-            let next = if retry_at.is_some() { "it will be restarted when next needed" } else { "it stays off for this session" };
-            line.styled(red, &format!("✗ server {server} {cause}; failure {failures} of 3, {next}"))
-        }
+        Event::ServerDown { .. } => line.styled(red, &format!("✗ {}", server_down_text(event))),
         Event::ServerStarting { server, attempt } if *attempt > 1 => line.styled(yellow, &format!("↺ restarting server {server} (attempt {attempt})")),
         Event::ServerStarting { .. } => return None,
         Event::ServerUp { server, model_tools, hooks } => {
@@ -353,6 +345,31 @@ fn hook_line(event: &Event, yellow: Style, red: Style, green: Style, dim: Style)
         }
         Event::Warning(warning) => line.styled(yellow, &format!("warning: {warning}")),
     })
+}
+
+/// A [`Event::ServerDown`] in words: which server, why, and what happens
+/// next; empty for any other event. Shared by the terminal and ACP.
+pub(crate) fn server_down_text(event: &Event) -> String {
+    let Event::ServerDown {
+        server,
+        cause,
+        failures,
+        retry_at,
+    } = event
+    else {
+        return String::new();
+    };
+    let cause = match cause {
+        hooks_core::DownCause::Killed => "killed after two hook timeouts in a row".to_owned(),
+        hooks_core::DownCause::Crashed(why) => format!("exited ({why})"),
+        hooks_core::DownCause::StartFailed(why) => format!("failed to start ({why})"),
+    };
+    let next = if retry_at.is_some() {
+        "it will be restarted when next needed"
+    } else {
+        "it stays off for this session"
+    };
+    format!("server {server} {cause}; failure {failures} of 3, {next}")
 }
 
 fn list(names: &[hooks_core::ServerName]) -> String {

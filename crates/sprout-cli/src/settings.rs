@@ -90,11 +90,24 @@ pub fn hook_config(args: &SessionArgs, matches: &ArgMatches) -> Result<HookConfi
 
 /// The MCP servers: `--mcp-config FILE`, else `.mcp.json` here, else none.
 pub fn servers(args: &SessionArgs) -> Result<Vec<ServerSpec>, ConfigProblem> {
-    let path: PathBuf = match &args.mcp_config {
-        Some(path) => path.clone(),
-        None if Path::new(".mcp.json").exists() => PathBuf::from(".mcp.json"),
-        None => return Ok(Vec::new()),
-    };
+    match &args.mcp_config {
+        Some(path) => servers_from(path),
+        None => servers_in(Path::new(".")),
+    }
+}
+
+/// The MCP servers of `.mcp.json` in `dir`, if it has one; none otherwise.
+pub fn servers_in(dir: &Path) -> Result<Vec<ServerSpec>, ConfigProblem> {
+    let path = dir.join(".mcp.json");
+    if path.exists() {
+        servers_from(&path)
+    } else {
+        Ok(Vec::new())
+    }
+}
+
+fn servers_from(path: &Path) -> Result<Vec<ServerSpec>, ConfigProblem> {
+    let path: PathBuf = path.to_path_buf();
     let text = std::fs::read_to_string(&path).map_err(|e| {
         ConfigProblem(format!(
             "cannot read the MCP config {}: {e}",

@@ -368,19 +368,20 @@ fn malformed_and_oversized_frames_get_errors() {
         "{{\"jsonrpc\":\"2.0\",\"id\":99,\"method\":\"initialize\",\"params\":{{\"pad\":\"{}\"}}}}",
         "x".repeat(10_000)
     ));
-    // An oversized request is answered with an error under its own id.
+    // An oversized request is answered with an error under its own id that
+    // names the limit.
     let oversized = client.response(json!(99), Duration::from_secs(10));
-    assert!(oversized["error"].is_object(), "{oversized}");
+    assert_eq!(oversized["error"]["code"], -32600, "{oversized}");
     assert!(
-        oversized.to_string().contains("_sprout/frame_too_large"),
+        oversized.to_string().contains("over the 4096-byte limit"),
         "{oversized}"
     );
-    // An oversized line with no id in sight gets a parse error; a blank line
-    // gets nothing.
+    // An oversized line with no id in sight gets the same error under a null
+    // id; a blank line gets nothing.
     client.send_raw("");
     client.send_raw(&"y".repeat(10_000));
     let garbage = client.response(Value::Null, Duration::from_secs(10));
-    assert_eq!(garbage["error"]["code"], -32700, "{garbage}");
+    assert_eq!(garbage["error"]["code"], -32600, "{garbage}");
     assert!(
         garbage.to_string().contains("over the 4096-byte limit"),
         "{garbage}"
@@ -576,4 +577,82 @@ fn the_official_typescript_sdk_drives_sprout() {
     for kind in ["agent_message_chunk", "tool_call", "tool_call_update"] {
         assert!(updates.contains(&kind), "no {kind} in {updates:?}");
     }
+}
+
+// `session/new` checks its `cwd`, and reads `.mcp.json` from that `cwd`, not
+// from where the agent was started.
+#[test]
+fn sessions_use_their_own_cwd() {
+    use crate::support::logged_pids;
+    let scratch = Scratch::new("acp-cwd");
+    let project = scratch.0.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let log = scratch.path("project.log");
+    std::fs::write(
+        project.join(".mcp.json"),
+        json!({"mcpServers": {"proj": {"command": fixture(), "args": ["--log", &log]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let fake = FakeOpenAi::start(vec![]);
+    let env = fake_env(&fake, &[]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    for cwd in [json!("relative/dir"), json!(scratch.path("missing"))] {
+        let refused = client.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
+        assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        assert!(
+            refused["error"]["data"]
+                .as_str()
+                .unwrap_or("")
+                .contains("cwd"),
+            "{refused}"
+        );
+    }
+    client.new_session(&scratch.0, json!([]));
+    assert!(
+        logged_pids(&log, "start").is_empty(),
+        "the agent's own cwd has no .mcp.json"
+    );
+    client.new_session(&project, json!([]));
+    assert_eq!(
+        logged_pids(&log, "start").len(),
+        1,
+        "the project's .mcp.json was read"
+    );
+    assert!(client.finish().success());
+}
+
+// SIGTERM to `sprout acp` ends it in order: exit 143, every session's
+// servers gone.
+#[test]
+fn sigterm_stops_acp_in_order() {
+    use crate::support::{all_gone, logged_pids};
+    let scratch = Scratch::new("acp-sigterm");
+    let log = scratch.path("fx.log");
+    let fake = FakeOpenAi::start(vec![]);
+    let env = fake_env(&fake, &[]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    client.new_session(
+        &scratch.0,
+        json!([fixture_server("fx", &["--grandchild", "--log", &log])]),
+    );
+    let pids = [logged_pids(&log, "start"), logged_pids(&log, "grandchild")].concat();
+    assert_eq!(pids.len(), 2);
+    let pid = nix::unistd::Pid::from_raw(client.child.id() as i32);
+    nix::sys::signal::kill(pid, nix::sys::signal::Signal::SIGTERM).unwrap();
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(status) = client.child.try_wait().unwrap() {
+            break status;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "sprout acp did not exit on SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert_eq!(status.code(), Some(143));
+    assert!(all_gone(&pids), "a server process survived SIGTERM");
 }

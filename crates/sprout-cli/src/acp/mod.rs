@@ -28,13 +28,13 @@ use agent_client_protocol::{
     self as acp, Agent, Client, on_receive_notification, on_receive_request,
 };
 use agent_loop::{AgentEvent, AgentSettings, Model};
-use futures::StreamExt;
 use hooks_core::{EndReason, Event, HookConfig, ServerName, StopReason};
 use hooks_mcp::{Host, HostOptions, ServerSpec, TransportSpec};
 use serde::Serialize;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncWriteExt};
 use tokio_util::sync::CancellationToken;
+
+mod framing;
 
 /// The largest frame read by default, in bytes.
 pub const DEFAULT_MAX_FRAME_BYTES: usize = 8 * 1024 * 1024;
@@ -52,8 +52,9 @@ pub struct AcpConfig {
     pub model: Arc<dyn Model>,
     /// The frame size cap.
     pub max_frame_bytes: usize,
-    /// Servers every session gets before the client's own.
-    pub servers: Vec<ServerSpec>,
+    /// Servers every session gets before the client's own: those of
+    /// `--mcp-config`, or `None` to read `.mcp.json` in each session's `cwd`.
+    pub servers: Option<Vec<ServerSpec>>,
 }
 
 impl std::fmt::Debug for AcpConfig {
@@ -107,7 +108,8 @@ pub async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<(), Str
         next_session: AtomicU64::new(1),
         tasks: Mutex::new(Vec::new()),
     });
-    let transport = acp::Lines::new(stdout_sink(), stdin_lines(max_frame));
+    let (outgoing, incoming) = framing::stdio(max_frame);
+    let transport = acp::Lines::new(outgoing, incoming);
     let builder = {
         let state = state.clone();
         Agent
@@ -329,7 +331,18 @@ async fn new_session(
     request: s::NewSessionRequest,
     cx: ConnectionTo<Client>,
 ) -> Result<(s::NewSessionResponse, Arc<UpdateSink>), acp::Error> {
-    let mut specs = state.config.servers.clone();
+    let cwd = &request.cwd;
+    if !cwd.is_absolute() || !cwd.is_dir() {
+        return Err(acp::Error::invalid_params().data(format!(
+            "cwd {:?} is not an absolute path to an existing directory",
+            cwd.display().to_string()
+        )));
+    }
+    let mut specs = match &state.config.servers {
+        Some(specs) => specs.clone(),
+        None => crate::settings::servers_in(cwd)
+            .map_err(|e| acp::Error::invalid_params().data(e.to_string()))?,
+    };
     for spec in server_specs(&request.mcp_servers, &request.cwd)
         .map_err(|e| acp::Error::invalid_params().data(e))?
     {
@@ -613,166 +626,15 @@ fn hook_updates(event: &Event, rounds: &RoundLines) -> Vec<s::SessionUpdate> {
             )]
         }
         Event::ServerDown { .. } | Event::Warning(_) => {
+            // Readable text for the person; the event itself is in `_meta`.
             let text = match event {
                 Event::Warning(w) => format!("[sprout] warning: {w}"),
-                _ => format!(
-                    "[sprout] {}",
-                    serde_json::to_string(event).unwrap_or_default()
-                ),
+                _ => format!("[sprout] {}", crate::render::server_down_text(event)),
             };
             vec![s::SessionUpdate::AgentThoughtChunk(
                 s::ContentChunk::new(text.into()).meta(meta),
             )]
         }
         _ => Vec::new(),
-    }
-}
-
-/// Outgoing frames: one line each on stdout.
-fn stdout_sink() -> impl futures::Sink<String, Error = std::io::Error> + Send + 'static {
-    futures::sink::unfold(tokio::io::stdout(), async |mut out, line: String| {
-        out.write_all(line.as_bytes()).await?;
-        out.write_all(b"\n").await?;
-        out.flush().await?;
-        Ok::<_, std::io::Error>(out)
-    })
-}
-
-/// Incoming frames: lines of stdin, at most `max` bytes each; blank lines
-/// are skipped. A longer line is read to its end and dropped. If its start
-/// shows the request's id, a stand-in request with that id and the method
-/// `_sprout/frame_too_large` takes its place, so the client gets an error
-/// for that very request; otherwise a short placeholder, which the SDK
-/// answers with a parse error. Invalid UTF-8 is replaced, not fatal.
-fn stdin_lines(
-    max: usize,
-) -> impl futures::Stream<Item = std::io::Result<String>> + Send + 'static {
-    let reader = tokio::io::BufReader::new(tokio::io::stdin());
-    futures::stream::unfold(reader, move |mut reader| async move {
-        loop {
-            let mut line: Vec<u8> = Vec::new();
-            let mut total = 0usize;
-            let mut ended = false;
-            loop {
-                let chunk = match reader.fill_buf().await {
-                    Ok(chunk) => chunk,
-                    Err(e) => return Some((Err(e), reader)),
-                };
-                if chunk.is_empty() {
-                    ended = true;
-                    break;
-                }
-                let (piece, newline) = match chunk.iter().position(|&b| b == b'\n') {
-                    Some(end) => (&chunk[..end], true),
-                    None => (chunk, false),
-                };
-                total += piece.len();
-                let room = max.saturating_sub(line.len());
-                line.extend_from_slice(&piece[..piece.len().min(room)]);
-                let used = piece.len() + usize::from(newline);
-                reader.consume(used);
-                if newline {
-                    break;
-                }
-            }
-            if total > max {
-                let frame = match top_level_id(&line) {
-                    Some(id) => json!({
-                        "jsonrpc": "2.0",
-                        "id": id,
-                        "method": "_sprout/frame_too_large",
-                        "params": {"bytes": total, "limit": max},
-                    })
-                    .to_string(),
-                    None => format!(
-                        "<a frame of {total} bytes, over the {max}-byte limit, was dropped>"
-                    ),
-                };
-                return Some((Ok(frame), reader));
-            }
-            let text = String::from_utf8_lossy(&line);
-            let text = text.strip_suffix('\r').unwrap_or(&text);
-            if !text.trim().is_empty() {
-                return Some((Ok(text.to_owned()), reader));
-            }
-            if ended {
-                return None;
-            }
-        }
-    })
-    .boxed()
-}
-
-/// The top-level `"id"` of the start of a JSON object, if the start holds it
-/// whole (a number or a string).
-fn top_level_id(prefix: &[u8]) -> Option<Value> {
-    let text = String::from_utf8_lossy(prefix);
-    let bytes = text.as_bytes();
-    let (mut depth, mut i) = (0usize, 0usize);
-    while i < bytes.len() {
-        match bytes[i] {
-            b'{' | b'[' => depth += 1,
-            b'}' | b']' => depth = depth.saturating_sub(1),
-            b'"' => {
-                let end = string_end(bytes, i)?;
-                if depth == 1 && &bytes[i..=end] == b"\"id\"" {
-                    let rest = text[end + 1..].trim_start().strip_prefix(':')?.trim_start();
-                    let mut stream = serde_json::Deserializer::from_str(rest).into_iter::<Value>();
-                    return match stream.next() {
-                        Some(Ok(id @ (Value::Number(_) | Value::String(_)))) => Some(id),
-                        _ => None,
-                    };
-                }
-                i = end;
-            }
-            _ => {}
-        }
-        i += 1;
-    }
-    None
-}
-
-/// The index of the quote that closes the string opening at `start`.
-fn string_end(bytes: &[u8], start: usize) -> Option<usize> {
-    let mut i = start + 1;
-    while i < bytes.len() {
-        match bytes[i] {
-            b'\\' => i += 2,
-            b'"' => return Some(i),
-            _ => i += 1,
-        }
-    }
-    None
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn finds_the_top_level_id_of_a_cut_frame() {
-        let cases: [(&str, Option<Value>); 6] = [
-            (
-                r#"{"jsonrpc":"2.0","id":7,"method":"x","params":{"pad":"xxxx"#,
-                Some(json!(7)),
-            ),
-            (
-                r#"{"method":"x","params":{"id":1,"a":"b"},"id":"req-2","more"#,
-                Some(json!("req-2")),
-            ),
-            (
-                r#"{"params":{"text":"a \"id\": 3 inside"},"id":4,"#,
-                Some(json!(4)),
-            ),
-            (
-                r#"{"jsonrpc":"2.0","method":"x","params":{"pad":"xxxxx"#,
-                None,
-            ),
-            (r#"{"id":"unterminated"#, None),
-            ("not json at all", None),
-        ];
-        for (prefix, expected) in cases {
-            assert_eq!(top_level_id(prefix.as_bytes()), expected, "{prefix}");
-        }
     }
 }
