@@ -193,13 +193,44 @@ impl std::fmt::Debug for Connection {
     }
 }
 
-/// What `initialize` says about us.
-fn client_info() -> ClientConfig {
-    ClientConfig::new(
-        ClientCapabilities::default(),
-        Implementation::new("sprout", env!("CARGO_PKG_VERSION")),
-    )
-    .with_protocol_version(PROTOCOL_VERSION)
+/// Our side of a connection. It offers a server nothing a server may ask
+/// of a client (sampling, roots, elicitation) and answers each such request
+/// at once with a method-not-found error; nothing queues for them.
+#[derive(Clone, Debug)]
+struct SproutClient;
+
+impl rmcp::ClientHandler for SproutClient {
+    // Roots are deprecated in the protocol, but servers written for older
+    // revisions still ask.
+    #[allow(deprecated)]
+    async fn list_roots(
+        &self,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ListRootsResult, rmcp::ErrorData> {
+        Err(rmcp::ErrorData::method_not_found::<
+            rmcp::model::ListRootsRequestMethod,
+        >())
+    }
+
+    async fn create_elicitation(
+        &self,
+        _request: rmcp::model::ElicitRequestParams,
+        _context: rmcp::service::RequestContext<RoleClient>,
+    ) -> Result<rmcp::model::ElicitResult, rmcp::ErrorData> {
+        Err(rmcp::ErrorData::method_not_found::<
+            rmcp::model::ElicitationCreateRequestMethod,
+        >())
+    }
+
+    /// What `initialize` says about us: the protocol revision we offer, no
+    /// capabilities, and our name and version.
+    fn get_info(&self) -> ClientConfig {
+        ClientConfig::new(
+            ClientCapabilities::default(),
+            Implementation::new("sprout", env!("CARGO_PKG_VERSION")),
+        )
+        .with_protocol_version(PROTOCOL_VERSION)
+    }
 }
 
 impl Connection {
@@ -300,7 +331,7 @@ impl Connection {
     }
 
     fn watch(
-        service: RunningService<RoleClient, ClientConfig>,
+        service: RunningService<RoleClient, SproutClient>,
         wire: Tripwire,
         pgid: Option<i32>,
         child: Option<(Child, Option<LiveGroup>)>,
@@ -492,12 +523,12 @@ async fn handshake<T>(
     transport: Guarded<T>,
     deadline: Duration,
     listing: ListingLimits,
-) -> Result<(RunningService<RoleClient, ClientConfig>, Vec<Tool>), StartError>
+) -> Result<(RunningService<RoleClient, SproutClient>, Vec<Tool>), StartError>
 where
     T: rmcp::transport::Transport<RoleClient> + 'static,
 {
     let started = tokio::time::timeout(deadline, async {
-        let service = client_info()
+        let service = SproutClient
             .serve(transport)
             .await
             .map_err(|e| StartError::Handshake(describe_init_error(&e)))?;

@@ -45,4 +45,6 @@ pub mod spec;
 pub use connection::{ListingLimits, StartError, kill_all_now};
 pub use host::{EventSink, Host, HostOptions, ModelToolDef, PreparedCall, ServerReport};
 pub use reply::ToolOutput;
-pub use spec::{ServerSpec, SpecError, TransportSpec, parse_mcp_servers};
+pub use spec::{
+    ServerSpec, SpecError, TransportSpec, check_http_url, parse_mcp_servers, redact_url,
+};

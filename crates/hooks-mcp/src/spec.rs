@@ -224,7 +224,7 @@ fn server_spec(key: &str, value: &Value) -> Result<ServerSpec, SpecError> {
                 }
                 None => return Err(err(&at, "an http server needs \"url\"")),
             };
-            check_url(&url).map_err(|problem| {
+            check_http_url(&url).map_err(|problem| {
                 err(
                     format!("{at}.url"),
                     format!("{:?} {problem}", redact_url(&url)),
@@ -284,8 +284,9 @@ fn string_map(value: Option<&Value>, at: &str) -> Result<BTreeMap<String, String
     }
 }
 
-/// Why `url` cannot be an MCP endpoint, if it cannot.
-fn check_url(url: &str) -> Result<(), String> {
+/// Why `url` cannot be a Streamable HTTP endpoint, if it cannot: a phrase
+/// that follows the URL ("is not a valid URL (…)", "has no host").
+pub fn check_http_url(url: &str) -> Result<(), String> {
     let parsed = reqwest::Url::parse(url).map_err(|e| format!("is not a valid URL ({e})"))?;
     if !matches!(parsed.scheme(), "http" | "https") {
         return Err("is not an http:// or https:// URL".into());

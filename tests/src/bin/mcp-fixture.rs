@@ -19,6 +19,8 @@
 //! ping-flood     lists its tools, then stops reading and sends pings nonstop
 //! endless-pages  every tools/list page has a nextCursor
 //! huge-listing   one tools/list page of 100000 tools
+//! asks           lists its tools, then asks the client for sampling, roots,
+//!                elicitation and an unknown method; logs each answer
 //! ```
 //!
 //! `--ignore-sigterm` makes SIGTERM do nothing (only SIGKILL ends it).
@@ -227,7 +229,7 @@ fn tool_json(name: &str) -> serde_json::Value {
 }
 
 /// The `--hostile MODE` server (see the module docs). Blocks this thread.
-fn hostile(mode: &str, options: &Options) {
+fn hostile(mode: &str, options: &Options, log: &Log) {
     use std::io::BufRead as _;
     let stdin = std::io::stdin();
     let mut out = std::io::stdout().lock();
@@ -240,6 +242,11 @@ fn hostile(mode: &str, options: &Options) {
         let id = message.get("id").cloned();
         let method = message["method"].as_str().unwrap_or_default();
         let Some(id) = id else { continue };
+        if method.is_empty() {
+            // An answer to one of our own requests (`asks`).
+            log.write(json!({"event": "answer", "id": id, "error": message.get("error")}));
+            continue;
+        }
         let result = match method {
             "initialize" => json!({
                 "protocolVersion": message["params"]["protocolVersion"],
@@ -282,6 +289,29 @@ fn hostile(mode: &str, options: &Options) {
                     // piles up in the pipe until it is full.
                     std::thread::park();
                 },
+                "asks" => {
+                    for (n, method) in [
+                        "sampling/createMessage",
+                        "roots/list",
+                        "elicitation/create",
+                        "x/unknown",
+                    ]
+                    .iter()
+                    .enumerate()
+                    {
+                        let params = match *method {
+                            "sampling/createMessage" => json!({"messages": [], "maxTokens": 1}),
+                            "elicitation/create" => {
+                                json!({"message": "?", "requestedSchema": {"type": "object", "properties": {}}})
+                            }
+                            _ => json!({}),
+                        };
+                        send(
+                            &mut out,
+                            &json!({"jsonrpc": "2.0", "id": format!("ask-{n}"), "method": method, "params": params}),
+                        );
+                    }
+                }
                 "ping-flood" => {
                     for n in 0u64.. {
                         send(
@@ -327,7 +357,7 @@ async fn main() {
             .expect("a SIGTERM handler can be registered")
     });
     if let Some(mode) = options.hostile.clone() {
-        hostile(&mode, &options);
+        hostile(&mode, &options, &log);
         return;
     }
     if options.stderr_flood > 0 {

@@ -95,6 +95,29 @@ impl AcpClient {
         }
     }
 
+    /// Waits (up to 30 s) for a `session/update` matching `pred`, keeping
+    /// everything else that arrives.
+    fn wait_update(&mut self, what: &str, pred: impl Fn(&Value) -> bool) {
+        if self.updates.iter().any(|u| pred(&u["params"]["update"])) {
+            return;
+        }
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            let left = deadline.saturating_duration_since(Instant::now());
+            match self.lines.recv_timeout(left) {
+                Ok(message) if message.get("method").is_some() => {
+                    let hit = pred(&message["params"]["update"]);
+                    self.updates.push(message);
+                    if hit {
+                        return;
+                    }
+                }
+                Ok(message) => self.parked.push(message),
+                Err(_) => panic!("no update {what}; updates: {:#?}", self.updates),
+            }
+        }
+    }
+
     fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.request(method, params);
         self.response(json!(id), Duration::from_secs(30))
@@ -292,7 +315,26 @@ fn cancel_at_each_stage_and_one_prompt_at_a_time() {
     let session = client.new_session(&scratch.0, servers);
     for stage in ["model call", "tool call", "hook round"] {
         let id = client.prompt(&session, stage);
-        std::thread::sleep(Duration::from_millis(700));
+        // Cancel only once the prompt is in that stage, whatever the speed
+        // of the machine.
+        match stage {
+            "model call" => {
+                let deadline = Instant::now() + Duration::from_secs(30);
+                while fake.requests.lock().unwrap().is_empty() {
+                    assert!(Instant::now() < deadline, "the model was never asked");
+                    std::thread::sleep(Duration::from_millis(10));
+                }
+            }
+            "tool call" => client.wait_update("tool_call c1", |u| {
+                u["sessionUpdate"] == "tool_call" && u["toolCallId"] == "c1"
+            }),
+            _ => client.wait_update("the _Stop round", |u| {
+                u["sessionUpdate"] == "tool_call"
+                    && u["toolCallId"]
+                        .as_str()
+                        .is_some_and(|id| id.starts_with("sprout-hook-round-"))
+            }),
+        }
         if stage == "model call" {
             let busy = client.prompt(&session, "again");
             let refused = client.response(json!(busy), Duration::from_secs(10));
@@ -609,6 +651,13 @@ fn sessions_use_their_own_cwd() {
             "{refused}"
         );
     }
+    // A client's HTTP server with a bad URL is refused, its secret hidden.
+    let bad =
+        json!([{"type": "http", "name": "web", "url": "ftp://x/?token=s3cret", "headers": []}]);
+    let refused = client.call("session/new", json!({"cwd": scratch.0, "mcpServers": bad}));
+    let said = refused["error"]["data"].as_str().unwrap_or("").to_owned();
+    assert!(said.contains("MCP server web: url"), "{refused}");
+    assert!(!said.contains("s3cret"), "{refused}");
     client.new_session(&scratch.0, json!([]));
     assert!(
         logged_pids(&log, "start").is_empty(),

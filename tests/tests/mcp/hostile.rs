@@ -9,7 +9,9 @@ use hooks_mcp::HostOptions;
 use rmcp::model::JsonObject;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{Scratch, all_gone, eventually, fixture, logged_pids, rig, rig_with};
+use crate::support::{
+    Scratch, all_gone, eventually, fixture, log_events, logged_pids, rig, rig_with,
+};
 
 /// Every pid the fixture logged: its own and its grandchild's.
 fn pids(log: &str) -> Vec<u32> {
@@ -169,5 +171,22 @@ async fn listings_are_bounded() {
         "{huge}"
     );
     assert!(reports.iter().all(|r| r.state != ServerState::Up));
+    rig.host.shutdown().await;
+}
+
+// What a server asks of the client and Sprout does not offer (sampling,
+// roots, elicitation, anything unknown) gets a JSON-RPC error at once.
+#[tokio::test]
+async fn unserved_requests_get_errors() {
+    let scratch = Scratch::new("asks");
+    let log = scratch.path("log");
+    let spec = fixture("asks", &["--hostile", "asks", "--log", &log]);
+    let rig = rig(vec![spec], Some("*"), 2500, 3).await;
+    let answered = eventually(|| log_events(&log, "answer").len() == 4).await;
+    let answers = log_events(&log, "answer");
+    assert!(answered, "{answers:?}");
+    for answer in &answers {
+        assert_eq!(answer["error"]["code"], -32601, "{answer}");
+    }
     rig.host.shutdown().await;
 }

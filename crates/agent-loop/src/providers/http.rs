@@ -80,7 +80,8 @@ pub(crate) async fn post_json(
                 });
                 tracing::warn!(
                     attempt = attempt + 1,
-                    "model request failed, retrying in {wait:?}: {e}"
+                    "model request failed, retrying in {} ms: {e}",
+                    wait.as_millis()
                 );
                 tokio::time::sleep(wait).await;
                 attempt += 1;

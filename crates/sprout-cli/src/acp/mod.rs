@@ -402,17 +402,23 @@ fn server_specs(
                     },
                 }
             }
-            s::McpServer::Http(http) => ServerSpec {
-                name: ServerName::new(http.name.clone()).map_err(|e| e.to_string())?,
-                transport: TransportSpec::Http {
-                    url: http.url.clone(),
-                    headers: http
-                        .headers
-                        .iter()
-                        .map(|h| (h.name.clone(), h.value.clone()))
-                        .collect(),
-                },
-            },
+            s::McpServer::Http(http) => {
+                hooks_mcp::check_http_url(&http.url).map_err(|why| {
+                    let shown = hooks_mcp::redact_url(&http.url);
+                    format!("MCP server {}: url {shown:?} {why}", http.name)
+                })?;
+                ServerSpec {
+                    name: ServerName::new(http.name.clone()).map_err(|e| e.to_string())?,
+                    transport: TransportSpec::Http {
+                        url: http.url.clone(),
+                        headers: http
+                            .headers
+                            .iter()
+                            .map(|h| (h.name.clone(), h.value.clone()))
+                            .collect(),
+                    },
+                }
+            }
             s::McpServer::Sse(sse) => {
                 return Err(format!(
                     "MCP server {}: the SSE transport is not supported; use Streamable HTTP",
