@@ -62,16 +62,76 @@ fn ci() -> Result<(), String> {
         "warnings",
     ])?;
     tidy_task()?;
-    // The ACP interop test drives `sprout acp` with the official TypeScript
-    // SDK; it runs where npm can install that SDK.
-    let node = acp_node_client();
+    // Checks that need Node.js packages from npm: the ACP interop test (the
+    // official TypeScript SDK) and the MCP conformance suite. Where npm cannot
+    // install them, CI fails; SPROUT_CI_SKIP_NODE=1 skips them on purpose,
+    // and the last line says so.
+    let skip_node = std::env::var_os("SPROUT_CI_SKIP_NODE").is_some_and(|v| v == "1");
+    let mut skipped = Vec::new();
+    if skip_node {
+        skipped.push("the ACP interop test with the TypeScript SDK");
+        skipped.push("the MCP conformance suite");
+    } else {
+        npm_ci("acp-node")?;
+        npm_ci("conformance")?;
+    }
     let mut test = cargo_command(&["test", "--workspace", "--locked"]);
-    if node {
+    if !skip_node {
         test.env("SPROUT_TEST_ACP_NODE", "1");
     }
     run(test, "cargo test --workspace --locked")?;
-    println!("xtask ci: all checks passed");
+    if !skip_node {
+        conformance()?;
+    }
+    if skipped.is_empty() {
+        println!("xtask ci: all checks passed");
+    } else {
+        println!(
+            "xtask ci: all checks that ran passed; NOT run (SPROUT_CI_SKIP_NODE=1): {}",
+            skipped.join(", ")
+        );
+    }
     Ok(())
+}
+
+/// The MCP conformance suite's client scenarios that apply to Sprout, with
+/// sprout as the client (`tests/conformance/client.sh`). Not run: the OAuth
+/// (`auth/*`) and elicitation scenarios, which need features Sprout does not
+/// offer yet.
+const CONFORMANCE_SCENARIOS: &[&str] = &["initialize", "tools_call", "sse-retry"];
+
+fn conformance() -> Result<(), String> {
+    cargo(&["build", "--locked", "-p", "sprout-cli", "--bin", "sprout"])?;
+    let dir = root().join("tests").join("conformance");
+    let node = dir.join("node_modules").join(".bin").join("node");
+    let suite = dir
+        .join("node_modules")
+        .join("@modelcontextprotocol")
+        .join("conformance")
+        .join("dist")
+        .join("index.js");
+    let sprout = target_dir().join("debug").join("sprout");
+    for scenario in CONFORMANCE_SCENARIOS {
+        let mut command = Command::new(&node);
+        command
+            .arg(&suite)
+            .args(["client", "--command"])
+            .arg(dir.join("client.sh"))
+            .args(["--scenario", scenario])
+            .env("SPROUT", &sprout)
+            .current_dir(&dir);
+        run(
+            command,
+            &format!("MCP conformance: client scenario {scenario}"),
+        )?;
+    }
+    Ok(())
+}
+
+fn target_dir() -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root().join("target"))
 }
 
 /// Builds the benchmark binaries (release, or debug for `--quick`) and runs
@@ -91,10 +151,7 @@ fn bench(args: &[String]) -> Result<(), String> {
         build.push("--release");
     }
     cargo(&build)?;
-    let target = std::env::var_os("CARGO_TARGET_DIR")
-        .map(PathBuf::from)
-        .unwrap_or_else(|| root().join("target"));
-    let dir = target.join(if quick { "debug" } else { "release" });
+    let dir = target_dir().join(if quick { "debug" } else { "release" });
     let bench = dir.join("sprout-bench");
     println!("xtask: {} {}", bench.display(), args.join(" "));
     let status = Command::new(&bench)
@@ -147,26 +204,13 @@ fn run(mut command: Command, shown: &str) -> Result<(), String> {
     }
 }
 
-/// Installs the TypeScript ACP SDK for the interop test (`npm ci`); false,
-/// with a notice, where there is no npm.
-fn acp_node_client() -> bool {
-    let dir = root().join("tests").join("acp-node");
+/// Installs the locked npm packages of `tests/DIR` (`npm ci`).
+fn npm_ci(dir: &str) -> Result<(), String> {
+    let path = root().join("tests").join(dir);
     let mut npm = Command::new("npm");
     npm.args(["ci", "--no-audit", "--no-fund", "--prefix"])
-        .arg(&dir);
-    match npm.status() {
-        Ok(status) if status.success() => true,
-        Ok(status) => {
-            println!(
-                "xtask: npm ci failed ({status}); the ACP interop test with the TypeScript SDK does not run"
-            );
-            false
-        }
-        Err(_) => {
-            println!(
-                "xtask: no npm here; the ACP interop test with the TypeScript SDK does not run"
-            );
-            false
-        }
-    }
+        .arg(&path);
+    run(npm, &format!("npm ci --prefix tests/{dir}")).map_err(|e| {
+        format!("{e}; set SPROUT_CI_SKIP_NODE=1 to run the other checks without Node.js")
+    })
 }
