@@ -88,7 +88,10 @@ fn fail(message: &str) -> i32 {
 
 fn init_logging() {
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn"));
+        // rmcp logs every failed send of a connection we are ending on
+        // purpose (a flooding server: dozens of lines); Sprout reports what
+        // happened once, in its own words. RUST_LOG=rmcp=… shows them.
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"));
     let _ = tracing_subscriber::fmt()
         .with_writer(render::LogWriter)
         .with_ansi(false) // LogWriter escapes control bytes, colours included

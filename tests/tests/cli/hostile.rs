@@ -331,3 +331,101 @@ fn hooks_commands_fail_when_a_server_is_down() {
     );
     assert_eq!(fine.status.code(), Some(0), "{}", text(&fine.stderr));
 }
+
+/// A Streamable HTTP MCP endpoint on 127.0.0.1 that answers `initialize`
+/// and then answers `tools/list` with an SSE stream of `pings` ping requests
+/// before the listing.
+fn flooding_http_server(pings: usize) -> (tokio::runtime::Runtime, String) {
+    use axum::http::{HeaderValue, StatusCode, header};
+    use axum::response::{IntoResponse, Response};
+    async fn handle(body: String) -> Response {
+        let message: serde_json::Value = serde_json::from_str(&body).unwrap_or_default();
+        let Some(id) = message
+            .get("id")
+            .cloned()
+            .filter(|_| message.get("method").is_some())
+        else {
+            // Notifications and our answers to its pings.
+            return StatusCode::ACCEPTED.into_response();
+        };
+        let answer = |result: serde_json::Value| {
+            json!({"jsonrpc": "2.0", "id": id, "result": result}).to_string()
+        };
+        match message["method"].as_str() {
+            Some("initialize") => (
+                [(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_static("application/json"),
+                )],
+                answer(json!({
+                    "protocolVersion": message["params"]["protocolVersion"],
+                    "capabilities": {"tools": {}},
+                    "serverInfo": {"name": "flood", "version": "0"}
+                })),
+            )
+                .into_response(),
+            Some("tools/list") => {
+                let mut stream = String::new();
+                for n in 0..PINGS.load(std::sync::atomic::Ordering::SeqCst) {
+                    stream.push_str(&format!(
+                        "data: {{\"jsonrpc\":\"2.0\",\"id\":\"p{n}\",\"method\":\"ping\"}}\n\n"
+                    ));
+                }
+                stream.push_str(&format!("data: {}\n\n", answer(json!({"tools": []}))));
+                (
+                    [(
+                        header::CONTENT_TYPE,
+                        HeaderValue::from_static("text/event-stream"),
+                    )],
+                    stream,
+                )
+                    .into_response()
+            }
+            _ => StatusCode::NOT_FOUND.into_response(),
+        }
+    }
+    static PINGS: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
+    PINGS.store(pings, std::sync::atomic::Ordering::SeqCst);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = runtime
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let url = format!("http://{}/mcp", listener.local_addr().unwrap());
+    let app = axum::Router::new().route(
+        "/mcp",
+        axum::routing::post(handle).get(|| async { StatusCode::METHOD_NOT_ALLOWED }),
+    );
+    runtime.spawn(async move {
+        let _ = axum::serve(listener, app).await;
+    });
+    (runtime, url)
+}
+
+// The same flood over Streamable HTTP: 200000 pings in one SSE answer. The
+// server is stopped as wedged during its start; `sprout hooks list` says so,
+// exits 1, and its memory stays bounded (it reached 667 MB before).
+#[test]
+fn an_http_ping_flood_is_bounded_too() {
+    let scratch = Scratch::new("cli-http-flood");
+    let (_server, url) = flooding_http_server(200_000);
+    let config = write_mcp_servers(&scratch, json!({"flood": {"type": "http", "url": url}}));
+    let mut child = sprout_command(&["hooks", "list", "--mcp-config", &config], &[], &scratch.0)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, took, peak) =
+        wait_bounded(&mut child, Duration::from_secs(60)).expect("sprout hooks list exits");
+    let out = child.wait_with_output().unwrap();
+    let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(status.code(), Some(1), "{shown}");
+    assert!(shown.contains("wedged"), "{shown}");
+    assert!(peak < 150 * 1024, "peak memory {peak} KiB");
+    // One sentence says what happened, not a line per dropped message.
+    assert!(shown.matches("not reading").count() <= 3, "{shown}");
+    assert!(took < Duration::from_secs(30), "took {took:?}");
+}
