@@ -134,7 +134,9 @@ fn tail_text(lines: &[String]) -> String {
 /// them from a path that cannot wait (a second Ctrl-C).
 static LIVE_GROUPS: Mutex<BTreeSet<i32>> = Mutex::new(BTreeSet::new());
 
-/// A process group in [`LIVE_GROUPS`] until dropped.
+/// A process group in [`LIVE_GROUPS`]. Released by whoever reaps its
+/// leader; dropped unreleased (a start abandoned half-way, a task dropped at
+/// runtime shutdown), it kills the group, since nobody else will.
 #[derive(Debug)]
 struct LiveGroup(i32);
 
@@ -146,10 +148,23 @@ impl LiveGroup {
             .insert(pgid);
         LiveGroup(pgid)
     }
+
+    /// The group is dead and its leader reaped: forget it without a signal
+    /// (its id may be reused from now on).
+    fn release(self) {
+        LIVE_GROUPS
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.0);
+        std::mem::forget(self);
+    }
 }
 
 impl Drop for LiveGroup {
     fn drop(&mut self) {
+        // Invariant: not released, so the leader was not reaped and the id
+        // is still this group's.
+        kill_group(Some(self.0));
         LIVE_GROUPS
             .lock()
             .unwrap_or_else(|e| e.into_inner())
@@ -157,14 +172,20 @@ impl Drop for LiveGroup {
     }
 }
 
-/// SIGKILLs the process group of every stdio server this process started
-/// and has not reaped yet. For a process about to exit without waiting (a
-/// second Ctrl-C): nothing it started outlives it.
+/// Ends the process group of every stdio server this process started and
+/// has not reaped yet: SIGTERM, a tenth of a second to let servers stop what
+/// they put in groups of their own (the gate's command), then SIGKILL. For a
+/// process about to exit without waiting (a second Ctrl-C); it blocks the
+/// calling thread that long.
 pub fn kill_all_now() {
     let groups = LIVE_GROUPS
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .clone();
+    for pgid in &groups {
+        let _ = killpg(Pid::from_raw(*pgid), Signal::SIGTERM);
+    }
+    std::thread::sleep(Duration::from_millis(100));
     for pgid in groups {
         kill_group(Some(pgid));
     }
@@ -274,14 +295,15 @@ impl Connection {
                     tokio::spawn(read_stderr(spec.name.to_string(), stderr, tail.clone()))
                 });
                 let (Some(stdout), Some(stdin)) = (child.stdout.take(), child.stdin.take()) else {
-                    kill_group(pgid);
+                    // `live` kills the group as it goes.
+                    let _ = child.start_kill();
                     return Err(StartError::Handshake(
                         "the child's stdio pipes were not available".into(),
                     ));
                 };
                 let transport = Guarded::new(
                     rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin),
-                    Limits::default(),
+                    Limits::stdio(),
                     wire.clone(),
                 );
                 match handshake(transport, deadline, listing).await {
@@ -291,7 +313,12 @@ impl Connection {
                     )),
                     Err(e) => {
                         wire.cut();
-                        Err(start_failure(e, &wire, &mut child, pgid, &tail, stderr_reader).await)
+                        let error =
+                            start_failure(e, &wire, &mut child, pgid, &tail, stderr_reader).await;
+                        if let Some(live) = live {
+                            live.release();
+                        }
+                        Err(error)
                     }
                 }
             }
@@ -311,7 +338,7 @@ impl Connection {
                     .custom_headers(custom);
                 let transport = Guarded::new(
                     StreamableHttpClientTransport::from_config(config),
-                    Limits::default(),
+                    Limits::http(),
                     wire.clone(),
                 );
                 match handshake(transport, deadline, listing).await {
@@ -362,28 +389,35 @@ impl Connection {
                 Some((mut child, live)) => {
                     // The child may exit while something it spawned still
                     // holds its stdout open, so watch the process as well as
-                    // the session; and a wedged server is killed at once.
+                    // the session; and a wedged or killed server goes at once
+                    // (first, when its session ends for that very reason).
                     tokio::select! {
+                        biased;
+                        () = wire.fired() => {
+                            terminate_group(pgid, &ended_in_watcher).await;
+                            let _ = child.start_kill();
+                            status = child.wait().await.ok();
+                        }
+                        exited = child.wait() => status = exited.ok(),
                         ended = &mut waiting => {
                             quit = Some(ended);
                             status = match tokio::time::timeout(SHUTDOWN_GRACE, child.wait()).await {
                                 Ok(status) => status.ok(),
                                 Err(_) => {
-                                    kill_group(pgid);
+                                    terminate_group(pgid, &ended_in_watcher).await;
+                                    let _ = child.start_kill();
                                     child.wait().await.ok()
                                 }
                             };
                         }
-                        exited = child.wait() => status = exited.ok(),
-                        () = wire.fired() => {
-                            terminate_group(pgid).await;
-                            status = child.wait().await.ok();
-                        }
                     }
                     // Whatever the child left running in its group goes too;
-                    // that closes the pipes it held.
+                    // that closes the pipes it held. The leader is reaped, so
+                    // this is the last signal to that id.
                     kill_group(pgid);
-                    drop(live);
+                    if let Some(live) = live {
+                        live.release();
+                    }
                     if quit.is_none() {
                         // With the process gone the session ends soon; if it
                         // does not, its IO is cut.
@@ -438,23 +472,11 @@ impl Connection {
         self.wire.wedged()
     }
 
-    /// Kills the server now: its process group for stdio, its session for
-    /// HTTP [T3]. The watcher reaps and reports.
+    /// Kills the server now: its process group for stdio (the watcher sends
+    /// SIGTERM, so a server can stop what it started in groups of its own,
+    /// the gate's command, then SIGKILL shortly after), its session for HTTP
+    /// [T3]. The watcher reaps and reports.
     pub(crate) fn kill(&self) {
-        // SIGTERM first, so a server can stop what it started in groups of
-        // its own (the gate's command); SIGKILL to the group shortly after.
-        if !self.ended.load(Ordering::SeqCst)
-            && let Some(pgid) = self.pgid
-        {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
-            let ended = self.ended.clone();
-            tokio::spawn(async move {
-                tokio::time::sleep(KILL_GRACE).await;
-                if !ended.load(Ordering::SeqCst) {
-                    kill_group(Some(pgid));
-                }
-            });
-        }
         self.wire.cut();
         if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {
             stop.cancel();
@@ -483,11 +505,8 @@ impl Connection {
         {
             return;
         }
-        // It did not go by itself: cut its IO and end its group.
+        // It did not go by itself: cut its IO; the watcher ends its group.
         self.wire.cut();
-        if !self.ended.load(Ordering::SeqCst) {
-            terminate_group(self.pgid).await;
-        }
         if tokio::time::timeout(REAP_BOUND, &mut watcher)
             .await
             .is_err()
@@ -622,12 +641,15 @@ fn kill_group(pgid: Option<i32>) {
     }
 }
 
-/// SIGTERM to a process group, then SIGKILL after [`KILL_GRACE`].
-async fn terminate_group(pgid: Option<i32>) {
+/// SIGTERM to a process group, then SIGKILL after [`KILL_GRACE`] unless
+/// `ended` says its leader was reaped meanwhile (the id may then be reused).
+async fn terminate_group(pgid: Option<i32>, ended: &AtomicBool) {
     if let Some(pgid) = pgid {
         let _ = killpg(Pid::from_raw(pgid), Signal::SIGTERM);
         tokio::time::sleep(KILL_GRACE).await;
-        kill_group(Some(pgid));
+        if !ended.load(Ordering::SeqCst) {
+            kill_group(Some(pgid));
+        }
     }
 }
 
@@ -641,6 +663,8 @@ async fn start_failure(
 ) -> StartError {
     let exited = child.try_wait().ok().flatten();
     kill_group(pgid);
+    // Also the leader itself, should it have left its group.
+    let _ = child.start_kill();
     let _ = child.wait().await;
     // Let the stderr reader take the last lines (the pipe is closed now).
     if let Some(reader) = stderr_reader {

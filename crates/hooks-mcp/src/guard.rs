@@ -10,7 +10,9 @@
 //! - **Outbound backlog.** More than [`Limits::max_sends_in_flight`] messages
 //!   waiting to be written means the server is not reading what we send.
 //! - **Write stall.** One message that cannot be written within
-//!   [`Limits::write_stall`] means the same.
+//!   [`Limits::write_stall`] means the same, over stdio. Over Streamable HTTP
+//!   a send is a POST whose answer may wait for the whole tool call, so there
+//!   is no stall bound there: the tool-call and hook deadlines bound it.
 //!
 //! Past any limit the server is *wedged*: the [`Tripwire`] records why and
 //! fires, every pending send fails at once, `receive` ends the session, and
@@ -39,19 +41,29 @@ pub(crate) struct Limits {
     pub(crate) max_inbound_per_second: u32,
     /// Messages that may wait to be written to the server at once.
     pub(crate) max_sends_in_flight: usize,
-    /// How long one message may take to be written.
-    pub(crate) write_stall: Duration,
+    /// How long one message may take to be written; `None`: no bound.
+    pub(crate) write_stall: Option<Duration>,
     /// How long closing the transport may take.
     pub(crate) close_grace: Duration,
 }
 
-impl Default for Limits {
-    fn default() -> Self {
+impl Limits {
+    /// For a child's stdin: a healthy server reads it all the time, so ten
+    /// seconds without room in the pipe means it stopped.
+    pub(crate) fn stdio() -> Limits {
         Limits {
             max_inbound_per_second: 2000,
             max_sends_in_flight: 64,
-            write_stall: Duration::from_secs(5),
+            write_stall: Some(Duration::from_secs(10)),
             close_grace: Duration::from_millis(500),
+        }
+    }
+
+    /// For Streamable HTTP, where a send lasts as long as its POST's answer.
+    pub(crate) fn http() -> Limits {
+        Limits {
+            write_stall: None,
+            ..Limits::stdio()
         }
     }
 }
@@ -197,19 +209,23 @@ where
                 }
                 return Err(GuardError::after(&wire));
             };
+            let stall = async {
+                match limits.write_stall {
+                    Some(bound) => tokio::time::sleep(bound).await,
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 biased;
                 () = wire.fired() => Err(GuardError::after(&wire)),
-                sent = tokio::time::timeout(limits.write_stall, send) => match sent {
-                    Ok(result) => result.map_err(|e| GuardError::Transport(Box::new(e))),
-                    Err(_) => {
-                        wire.wedge(format!(
-                            "it is not reading what the agent sends: a message could not be written within {} ms",
-                            limits.write_stall.as_millis()
-                        ));
-                        Err(GuardError::after(&wire))
-                    }
-                },
+                sent = send => sent.map_err(|e| GuardError::Transport(Box::new(e))),
+                () = stall => {
+                    wire.wedge(format!(
+                        "it is not reading what the agent sends: a message could not be written within {} ms",
+                        limits.write_stall.unwrap_or_default().as_millis()
+                    ));
+                    Err(GuardError::after(&wire))
+                }
             }
         }
     }

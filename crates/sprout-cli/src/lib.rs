@@ -76,9 +76,19 @@ pub fn main_with(args: Vec<OsString>) -> i32 {
     }
 }
 
-#[allow(clippy::print_stderr)]
+/// Writes a line to stderr; a stderr that is gone (a closed terminal after
+/// SIGHUP) is no reason to fail.
 fn report_error(message: &str) {
-    eprintln!("{message}");
+    use std::io::Write as _;
+    let _ = writeln!(std::io::stderr(), "{message}");
+}
+
+/// Writes text to stdout in one write; a stdout that is gone is not an
+/// error worth a panic (`println!` would panic).
+fn print_out(text: &str) {
+    use std::io::Write as _;
+    let mut out = std::io::stdout().lock();
+    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
 }
 
 fn fail(message: &str) -> i32 {
@@ -320,7 +330,6 @@ async fn run_session(
     }
 }
 
-#[allow(clippy::print_stdout)]
 async fn hooks_list(
     specs: Vec<ServerSpec>,
     config: HookConfig,
@@ -350,10 +359,10 @@ async fn hooks_list(
                 })
             })
             .collect();
-        println!(
-            "{}",
+        print_out(&format!(
+            "{}\n",
             serde_json::json!({"servers": servers, "warnings": warnings})
-        );
+        ));
     } else {
         let policy = match &allowlist {
             hooks_core::Allowlist::Off => "hooks are off (MCP_HOOK_SERVERS is not set)".to_owned(),
@@ -362,16 +371,22 @@ async fn hooks_list(
                 format!("these servers may hook: {}", names.join(", "))
             }
         };
-        println!("{policy}");
+        use std::fmt::Write as _;
+        let mut out = String::new();
+        let _ = writeln!(out, "{policy}");
         if reports.is_empty() {
-            println!("no MCP servers are configured (use --mcp-config FILE or a .mcp.json here)");
+            let _ = writeln!(
+                out,
+                "no MCP servers are configured (use --mcp-config FILE or a .mcp.json here)"
+            );
         }
         for r in &reports {
             let state = state_word(r.state);
-            println!("\n{}: {state}", r.name);
-            println!("  may hook: {}", if r.may_hook { "yes" } else { "no" });
+            let _ = writeln!(out, "\n{}: {state}", r.name);
+            let _ = writeln!(out, "  may hook: {}", if r.may_hook { "yes" } else { "no" });
             let hooks: Vec<&str> = r.hooks.iter().map(|h| h.tool_name()).collect();
-            println!(
+            let _ = writeln!(
+                out,
                 "  hooks:    {}",
                 if hooks.is_empty() {
                     "(none)".to_owned()
@@ -379,7 +394,8 @@ async fn hooks_list(
                     hooks.join(" ")
                 }
             );
-            println!(
+            let _ = writeln!(
+                out,
                 "  tools:    {}",
                 if r.model_tools.is_empty() {
                     "(none)".to_owned()
@@ -388,15 +404,16 @@ async fn hooks_list(
                 }
             );
             if let Some(error) = &r.last_error {
-                println!("  error:    {}", render::printable(error));
+                let _ = writeln!(out, "  error:    {}", render::printable(error));
             }
         }
         if !warnings.is_empty() {
-            println!("\nwarnings:");
+            let _ = writeln!(out, "\nwarnings:");
             for w in &warnings {
-                println!("  - {}", render::printable(w));
+                let _ = writeln!(out, "  - {}", render::printable(w));
             }
         }
+        print_out(&out);
     }
     host.shutdown().await;
     let down: Vec<&str> = reports
@@ -426,7 +443,6 @@ fn state_word(state: hooks_core::ServerState) -> &'static str {
     }
 }
 
-#[allow(clippy::print_stdout)]
 async fn hooks_call(
     specs: Vec<ServerSpec>,
     config: HookConfig,
@@ -491,12 +507,12 @@ async fn hooks_call(
         Err(e) => (EXIT_FAILURE, format!("the hook policy refused: {e}")),
     };
     if json {
-        println!(
-            "{}",
+        print_out(&format!(
+            "{}\n",
             serde_json::json!({"event": "hooks_call_summary", "summary": summary})
-        );
+        ));
     } else {
-        println!("{summary}");
+        print_out(&format!("{summary}\n"));
     }
     code
 }

@@ -68,6 +68,11 @@ impl Signals {
         } else {
             // The second signal: the person (or the supervisor) will not
             // wait for an orderly stop.
+            use std::io::Write as _;
+            let _ = writeln!(
+                std::io::stderr(),
+                "sprout: a second signal: stopping every server now and exiting"
+            );
             hooks_mcp::kill_all_now();
             std::process::exit(status);
         }

@@ -705,3 +705,35 @@ fn sigterm_stops_acp_in_order() {
     assert_eq!(status.code(), Some(143));
     assert!(all_gone(&pids), "a server process survived SIGTERM");
 }
+
+// An oversized frame followed at once by the end of stdin still gets its
+// error before `sprout acp` exits (the writer is drained, bounded, at exit).
+#[test]
+fn the_last_answer_is_not_lost_at_exit() {
+    let scratch = Scratch::new("acp-last");
+    let mut client = AcpClient::start(
+        &scratch,
+        &[
+            ("SPROUT_ACP_MAX_FRAME_BYTES", "4096"),
+            ("SPROUT_AGENT_PROVIDER", "openai"),
+            ("OPENAI_COMPAT_MODEL", "m"),
+        ],
+    );
+    client.send_raw(&format!(
+        "{{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"initialize\",\"params\":{{\"pad\":\"{}\"}}}}",
+        "x".repeat(10_000)
+    ));
+    let lines = std::mem::replace(&mut client.lines, channel().1);
+    assert!(client.finish().success());
+    // The reader thread ends at stdout's end; take all it read.
+    let mut answers = Vec::new();
+    while let Ok(answer) = lines.recv_timeout(Duration::from_secs(10)) {
+        answers.push(answer);
+    }
+    assert!(
+        answers
+            .iter()
+            .any(|a| a["id"] == 7 && a["error"]["code"] == -32600),
+        "{answers:?}"
+    );
+}

@@ -199,9 +199,14 @@ fn sigterm_and_sighup_stop_run_in_order() {
 }
 
 // A second Ctrl-C does not wait for the orderly stop, and still leaves no
-// process of any server behind (one that ignores SIGTERM included).
+// process of any server behind (one that ignores SIGTERM included). The
+// second signal is sent once the first has ended the prompt, while the
+// orderly stop waits on a server that never reads its stdin (half a second
+// of grace, then SIGTERM, which it ignores, then SIGKILL): sprout says it
+// exits at once.
 #[test]
 fn a_second_ctrl_c_exits_at_once_and_cleans_up() {
+    use std::io::BufRead as _;
     let scratch = Scratch::new("cli-double-int");
     let log = scratch.path("deaf.log");
     let config = mcp_config(
@@ -226,7 +231,16 @@ fn a_second_ctrl_c_exits_at_once_and_cleans_up() {
         .stderr(Stdio::piped())
         .spawn()
         .unwrap();
-    wait_for_text(&log, "grandchild");
+    let stdout = child.stdout.take().unwrap();
+    let (lines_tx, lines) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(stdout).lines() {
+            let Ok(line) = line else { break };
+            if lines_tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
     // The model request is in flight once the server is up; wait for it.
     let deadline = Instant::now() + Duration::from_secs(30);
     while fake.requests.lock().unwrap().is_empty() {
@@ -235,10 +249,20 @@ fn a_second_ctrl_c_exits_at_once_and_cleans_up() {
     }
     let pid = Pid::from_raw(child.id() as i32);
     kill(pid, Signal::SIGINT).unwrap();
+    loop {
+        let line = lines
+            .recv_timeout(Duration::from_secs(30))
+            .expect("the first Ctrl-C ends the prompt");
+        if line.contains("stopped: cancelled") {
+            break;
+        }
+    }
     kill(pid, Signal::SIGINT).unwrap();
     let (status, _, _) =
         wait_bounded(&mut child, Duration::from_secs(20)).expect("sprout run exits");
-    assert_eq!(status.code(), Some(130));
+    let stderr = text(&child.wait_with_output().unwrap().stderr);
+    assert_eq!(status.code(), Some(130), "{stderr}");
+    assert!(stderr.contains("a second signal"), "{stderr}");
     assert!(all_gone(&pids_of(&log)), "a server process survived");
 }
 

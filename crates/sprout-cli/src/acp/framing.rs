@@ -36,19 +36,22 @@ const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's "Parse error" code.
 const PARSE_ERROR: i64 = -32700;
 
-/// The two halves of the wire, for the SDK: frames out, frames in.
+/// The two halves of the wire, for the SDK: frames out, frames in; and the
+/// writer task, which ends once both halves are dropped and every queued
+/// frame is written (await it before exiting, or the last frames are lost).
 pub(crate) fn stdio(
     max_frame: usize,
 ) -> (
     impl Sink<String, Error = io::Error> + Send + Unpin + 'static,
     impl Stream<Item = io::Result<String>> + Send + Unpin + 'static,
+    tokio::task::JoinHandle<()>,
 ) {
     let (tx, rx) = mpsc::channel::<String>(OUTGOING_QUEUE);
-    tokio::spawn(write_lines(tokio::io::stdout(), rx));
+    let writer = tokio::spawn(write_lines(tokio::io::stdout(), rx));
     let outgoing = PollSender::new(tx.clone())
         .sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout is closed"));
     let incoming = read_frames(tokio::io::stdin(), max_frame, tx);
-    (outgoing, incoming)
+    (outgoing, incoming, writer)
 }
 
 /// Writes each frame as a line, gathering whatever is queued into one write.

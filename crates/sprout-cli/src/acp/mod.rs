@@ -108,7 +108,7 @@ pub async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<(), Str
         next_session: AtomicU64::new(1),
         tasks: Mutex::new(Vec::new()),
     });
-    let (outgoing, incoming) = framing::stdio(max_frame);
+    let (outgoing, incoming, writer) = framing::stdio(max_frame);
     let transport = acp::Lines::new(outgoing, incoming);
     let builder = {
         let state = state.clone();
@@ -261,8 +261,15 @@ pub async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<(), Str
     let _ = tokio::time::timeout(DRAIN, futures::future::join_all(tasks)).await;
     let sessions: Vec<Arc<Session>> = lock(&state.sessions).drain().map(|(_, s)| s).collect();
     futures::future::join_all(sessions.iter().map(|s| close_session(s))).await;
+    // The transport is gone with the connection: the writer ends once what
+    // is queued is written (bounded: a client that stopped reading does not
+    // hold the exit).
+    let _ = tokio::time::timeout(WRITER_DRAIN, writer).await;
     result
 }
+
+/// How long the end waits for queued frames to reach stdout.
+const WRITER_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Cancels the session's prompt, waits for it, and stops its servers.
 async fn close_session(session: &Session) {
