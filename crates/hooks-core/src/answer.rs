@@ -6,7 +6,9 @@
 //! from the deadlines it set. [`Outcome`] is what the core concluded, one per
 //! call, as the events of [O1] report it.
 
-use std::fmt::{self, Write as _};
+use crate::prelude::*;
+
+use core::fmt::{self, Write as _};
 
 use serde::Serialize;
 

@@ -6,6 +6,8 @@
 //! should read. Descriptions and schemas stay with the shell, keyed by bare
 //! name: the policy never needs them.
 
+use crate::prelude::*;
+
 use serde::Serialize;
 
 use crate::name::{self, HookPoint, ModelNameProblem, ServerName};
@@ -120,8 +122,8 @@ pub enum Warning {
     },
 }
 
-impl std::fmt::Display for Warning {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+impl core::fmt::Display for Warning {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
         match self {
             Warning::ToolNotOffered {
                 server,

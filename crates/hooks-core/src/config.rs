@@ -5,8 +5,10 @@
 //! exists is valid: a bad one is refused when it is built, with a
 //! [`ConfigError`] that names the setting and the value.
 
-use std::fmt;
-use std::time::Duration;
+use crate::prelude::*;
+
+use core::fmt;
+use core::time::Duration;
 
 /// Environment variable: which servers may hook [A1]-[A2].
 pub const ENV_HOOK_SERVERS: &str = "MCP_HOOK_SERVERS";
@@ -53,7 +55,7 @@ impl fmt::Display for ConfigError {
     }
 }
 
-impl std::error::Error for ConfigError {}
+impl core::error::Error for ConfigError {}
 
 /// Which servers may hook [A1]-[A2].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]

@@ -4,8 +4,10 @@
 //! serialises them, and both read the same values [O2]. They never steer the
 //! loop; [`crate::Decision`] does.
 
-use std::fmt;
-use std::time::Duration;
+use crate::prelude::*;
+
+use core::fmt;
+use core::time::Duration;
 
 use serde::{Serialize, Serializer};
 

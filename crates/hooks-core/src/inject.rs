@@ -7,6 +7,8 @@
 //! object made by a JSON encoder. Providers render the pair in their own wire
 //! format; the content string is the same for all of them.
 
+use crate::prelude::*;
+
 use serde::Serialize;
 
 use crate::name::{self, HookPoint, ServerName};

@@ -15,7 +15,9 @@
 //!
 //! # No IO, no clock, no async
 //!
-//! The crate depends on `serde` and `serde_json` only. It starts no process,
+//! The crate is `#![no_std]` (with `alloc`) and depends on `serde` and
+//! `serde_json` only, so the compiler refuses any use of files, sockets,
+//! processes, threads or clocks here. It starts no process,
 //! sends no request, reads no clock and never blocks. Time comes in as a
 //! [`Time`] value with every input; when the core needs to be woken it says so
 //! through [`Session::poll_timeout`]. The same inputs always give the same
@@ -95,6 +97,23 @@
 //! - [`event`]: events and reasons [O1], [S5].
 //! - [`session`]: the state machine: rounds, the `_Stop` and `_PostCompact`
 //!   policy, deadlines, kills and restarts [S1]-[S6], [P1]-[P3], [T1]-[T5].
+
+#![no_std]
+// The policy needs strings, vectors and queues, nothing from the OS: with
+// `no_std` the compiler, not a word scan, keeps IO and clocks out.
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+/// What `std`'s prelude would give every module, from `alloc`.
+mod prelude {
+    pub(crate) use alloc::borrow::ToOwned;
+    pub(crate) use alloc::string::String;
+    #[cfg(test)]
+    pub(crate) use alloc::string::ToString;
+    pub(crate) use alloc::vec::Vec;
+    pub(crate) use alloc::{format, vec};
+}
 
 pub mod answer;
 pub mod catalog;

@@ -4,7 +4,9 @@
 //! being up or down, or about the allowlist: that is [`crate::catalog`] and
 //! [`crate::session`].
 
-use std::fmt;
+use crate::prelude::*;
+
+use core::fmt;
 
 use serde::{Serialize, Serializer};
 
@@ -50,7 +52,7 @@ impl fmt::Display for ServerNameError {
     }
 }
 
-impl std::error::Error for ServerNameError {}
+impl core::error::Error for ServerNameError {}
 
 impl ServerName {
     /// Validates `name` as a server name [N1].

@@ -15,9 +15,11 @@
 //! read a clock. Those belong to the driver (`hooks-mcp`) and the loop
 //! (`agent-loop`).
 
-use std::collections::VecDeque;
-use std::fmt;
-use std::time::Duration;
+use crate::prelude::*;
+
+use alloc::collections::VecDeque;
+use core::fmt;
+use core::time::Duration;
 
 use crate::answer::{HookReply, Outcome};
 use crate::catalog::{ModelTool, ServerTools, Warning};
@@ -223,7 +225,7 @@ impl fmt::Display for UsageError {
     }
 }
 
-impl std::error::Error for UsageError {}
+impl core::error::Error for UsageError {}
 
 /// Why a session could not be set up.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -245,7 +247,7 @@ impl fmt::Display for SetupError {
     }
 }
 
-impl std::error::Error for SetupError {}
+impl core::error::Error for SetupError {}
 
 /// Where a server stands, as [`Session::server_state`] reports it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -449,7 +451,10 @@ impl Session {
     }
 
     /// When the core next needs [`Session::handle_timeout`]: the deadline of
-    /// the round in flight, if any.
+    /// the round in flight, if any. Only [`Session::handle`] and
+    /// [`Session::handle_timeout`] change the answer, so a driver asks again
+    /// after each of them.
+    #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
         match &self.phase {
             Phase::Round { round, .. } => Some(round.deadline),
@@ -457,13 +462,16 @@ impl Session {
         }
     }
 
-    /// The next output, if any.
+    /// The next output, if any. Drain it after every input: outputs are the
+    /// only way the core's decisions leave it.
+    #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
         self.outputs.pop_front()
     }
 
     /// Feeds one input. `Err` only for inputs that cannot happen in the
-    /// current state; the state is then unchanged.
+    /// current state; the state is then unchanged, except that the session's
+    /// clock has moved to `now`.
     pub fn handle(&mut self, now: Time, input: Input) -> Result<(), UsageError> {
         self.now = self.now.max(now);
         match input {
@@ -687,7 +695,7 @@ impl Session {
     }
 
     fn on_abort(&mut self, reason: AbortReason) -> Result<(), UsageError> {
-        let round = match std::mem::replace(&mut self.phase, Phase::Idle) {
+        let round = match core::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Idle => return Err(UsageError::NoPrompt),
             Phase::Prompt { .. } => None,
             Phase::Round { round, .. } => Some(round),
@@ -748,7 +756,7 @@ impl Session {
             return;
         }
         let objected = *objected;
-        let Phase::Round { round, .. } = std::mem::replace(&mut self.phase, Phase::Idle) else {
+        let Phase::Round { round, .. } = core::mem::replace(&mut self.phase, Phase::Idle) else {
             return;
         };
         // [I3]: calls were made, and so are injected, in configuration order.

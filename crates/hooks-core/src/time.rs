@@ -5,9 +5,9 @@
 //! `hooks-mcp`, the moment the session was created, read from tokio's clock so
 //! that paused-time tests work). Tests simply count from [`Time::ZERO`].
 
-use std::fmt;
-use std::ops::Add;
-use std::time::Duration;
+use core::fmt;
+use core::ops::Add;
+use core::time::Duration;
 
 /// A point in time, as the duration since the driver's epoch.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash)]
