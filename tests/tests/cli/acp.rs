@@ -366,15 +366,27 @@ fn cancel_at_each_stage_and_one_prompt_at_a_time() {
 #[test]
 fn two_sessions_at_once() {
     let scratch = Scratch::new("acp-two");
-    let slow = Duration::from_millis(800);
+    // Each answer takes 30 s: run one after the other, the second request
+    // could not reach the model within the 20 s this test waits for it.
+    let slow = Duration::from_secs(30);
     let fake = FakeOpenAi::start(vec![(slow, end("one")), (slow, end("two"))]);
     let env = fake_env(&fake, &[]);
     let mut client = AcpClient::start(&scratch, &refs(&env));
     client.initialize();
     let a = client.new_session(&scratch.0, json!([]));
     let b = client.new_session(&scratch.0, json!([]));
-    let started = Instant::now();
     let (ia, ib) = (client.prompt(&a, "x"), client.prompt(&b, "y"));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while fake.requests.lock().unwrap().len() < 2 {
+        assert!(
+            Instant::now() < deadline,
+            "the second session waited for the first"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    for session in [&a, &b] {
+        client.notify("session/cancel", json!({"sessionId": session}));
+    }
     let ra = client.response(json!(ia), Duration::from_secs(20));
     let rb = client.response(json!(ib), Duration::from_secs(20));
     assert_eq!(
@@ -382,11 +394,7 @@ fn two_sessions_at_once() {
             ra["result"]["stopReason"].as_str(),
             rb["result"]["stopReason"].as_str()
         ),
-        (Some("end_turn"), Some("end_turn"))
-    );
-    assert!(
-        started.elapsed() < Duration::from_millis(1600) * 3,
-        "the sessions did not run together"
+        (Some("cancelled"), Some("cancelled"))
     );
     assert!(client.finish().success());
 }

@@ -113,7 +113,8 @@ pub(crate) fn tool(id: &str, name: &str) -> Value {
 pub(crate) struct FakeOpenAi {
     pub(crate) url: String,
     pub(crate) requests: Arc<Mutex<Vec<Value>>>,
-    runtime: tokio::runtime::Runtime,
+    /// Serves the fake; dropping it stops the server.
+    _runtime: tokio::runtime::Runtime,
 }
 
 impl FakeOpenAi {
@@ -163,7 +164,7 @@ impl FakeOpenAi {
         FakeOpenAi {
             url,
             requests,
-            runtime,
+            _runtime: runtime,
         }
     }
 
@@ -174,11 +175,5 @@ impl FakeOpenAi {
             ("OPENAI_COMPAT_BASE_URL", self.url.clone()),
             ("OPENAI_COMPAT_MODEL", "fake".into()),
         ]
-    }
-}
-
-impl Drop for FakeOpenAi {
-    fn drop(&mut self) {
-        let _ = &self.runtime;
     }
 }

@@ -89,9 +89,13 @@ proptest! {
     #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
 
     /// Whatever the model says, the hooks answer, and whenever compaction or
-    /// cancellation happens: every request the model gets has exactly one
-    /// result for every tool call (the recording model checks each), every
-    /// prompt ends, and it ends within the round limit.
+    /// cancellation happens (a cancel drawn at a moment of virtual time, so
+    /// it lands before, during or between model requests, tool calls, hook
+    /// rounds and summaries): every request the model gets has exactly one
+    /// result for every tool call (the recording model checks each), the
+    /// history after each prompt is paired too, every prompt ends, and the
+    /// rounds it reports are exactly the model requests it made (summaries
+    /// apart).
     #[test]
     fn every_call_has_its_result_and_the_loop_ends(
         turns in proptest::collection::vec(turn(), 1..40),
@@ -99,12 +103,18 @@ proptest! {
         post in proptest::collection::vec(hook_answer(), 1..4),
         budget in 0u32..4,
         prompts in 1usize..4,
-        cancel_prompt in proptest::option::of(0usize..4),
+        cancel in proptest::option::of((0usize..4, 0u64..120)),
     ) {
-        let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().unwrap();
+        let runtime = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .start_paused(true)
+            .build()
+            .unwrap();
         runtime.block_on(async {
             let responses = turns.iter().enumerate().map(|(n, t)| to_response(t, n)).collect();
-            let model = Recorder::with(responses, None);
+            // 10 ms a request in virtual time, so a cancel at 0..120 ms can
+            // land anywhere in a prompt.
+            let model = Recorder::slow(responses, std::time::Duration::from_millis(10));
             let servers = vec![
                 FakeServer { name: "s", tools: vec!["a", "b"], stop: Some(stop.clone()), post_compact: Some(post.clone()) },
                 FakeServer { name: "t", tools: vec!["c"], stop: Some(vec![Some("t objects"), Some("")]), post_compact: None },
@@ -118,12 +128,21 @@ proptest! {
             let (sink, _) = recording_sink();
             let mut agent = Agent::new(Arc::clone(&model) as Arc<dyn agent_loop::Model>, gateway, settings, sink);
             for p in 0..prompts {
-                let cancel = CancellationToken::new();
-                if cancel_prompt == Some(p) {
-                    cancel.cancel();
+                let token = CancellationToken::new();
+                if let Some((prompt, after_ms)) = cancel && prompt == p {
+                    let token = token.clone();
+                    tokio::spawn(async move {
+                        tokio::time::sleep(std::time::Duration::from_millis(after_ms)).await;
+                        token.cancel();
+                    });
                 }
-                let outcome = agent.run_prompt(&format!("prompt {p}"), &cancel).await;
-                assert!(outcome.rounds <= 12);
+                let before = model.requests.lock().unwrap().len();
+                let outcome = agent.run_prompt(&format!("prompt {p}"), &token).await;
+                let asked = model.requests.lock().unwrap()[before..]
+                    .iter()
+                    .filter(|r| !r.tools.is_empty())
+                    .count();
+                assert_eq!(outcome.rounds as usize, asked, "{outcome:?}");
                 agent_loop::message::check_pairing(agent.history()).unwrap();
             }
         });

@@ -184,6 +184,8 @@ pub(crate) struct Recorder {
     pub(crate) requests: Mutex<Vec<RecordedRequest>>,
     /// A turn number (from 1) at which the model hangs until cancelled.
     pub(crate) hang_at: Option<usize>,
+    /// How long each answer takes (tokio's clock: virtual under paused time).
+    pub(crate) latency: std::time::Duration,
 }
 
 #[derive(Clone, Debug)]
@@ -198,6 +200,7 @@ impl Recorder {
             turns: Mutex::new(turns.into_iter().map(Ok).collect()),
             requests: Mutex::default(),
             hang_at: None,
+            latency: std::time::Duration::ZERO,
         })
     }
 
@@ -209,6 +212,20 @@ impl Recorder {
             turns: Mutex::new(turns.into_iter().collect()),
             requests: Mutex::default(),
             hang_at,
+            latency: std::time::Duration::ZERO,
+        })
+    }
+
+    /// A recorder whose every answer takes `latency`.
+    pub(crate) fn slow(
+        turns: Vec<Result<ModelResponse, ModelError>>,
+        latency: std::time::Duration,
+    ) -> Arc<Recorder> {
+        Arc::new(Recorder {
+            turns: Mutex::new(turns.into_iter().collect()),
+            requests: Mutex::default(),
+            hang_at: None,
+            latency,
         })
     }
 }
@@ -229,6 +246,9 @@ impl Model for Recorder {
         };
         if self.hang_at == Some(n) {
             std::future::pending::<()>().await;
+        }
+        if !self.latency.is_zero() {
+            tokio::time::sleep(self.latency).await;
         }
         self.turns
             .lock()

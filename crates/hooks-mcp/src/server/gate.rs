@@ -95,8 +95,8 @@ pub async fn check(options: &GateOptions, cancel: &CancellationToken) -> String 
             kill();
             let _ = child.wait().await;
             return format!(
-                "`{shown}` did not finish within {}s and was stopped; it has to pass before you finish",
-                options.timeout.as_secs()
+                "`{shown}` did not finish within {} ms and was stopped; it has to pass before you finish",
+                options.timeout.as_millis()
             );
         }
     };
@@ -212,7 +212,7 @@ mod tests {
         let started = std::time::Instant::now();
         let text = check(&slow, &CancellationToken::new()).await;
         assert!(
-            text.starts_with("`sh -c sleep 30` did not finish within 0s"),
+            text.starts_with("`sh -c sleep 30` did not finish within 100 ms"),
             "{text}"
         );
         assert!(started.elapsed() < Duration::from_secs(20));
