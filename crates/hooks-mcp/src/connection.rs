@@ -357,6 +357,43 @@ impl Connection {
         }
     }
 
+    /// Connects to `server` running in this process, over an in-memory
+    /// pipe, through the same [`Guarded`] transport (stdio's limits),
+    /// handshake, listing and watcher as a stdio child; for the host's tests,
+    /// which run in paused time and so cannot wait on a real process. A kill
+    /// ends the session, and the server sees its input end.
+    #[cfg(test)]
+    pub(crate) async fn connect_in_process(
+        server: crate::server::ToolServer,
+        deadline: Duration,
+        listing: ListingLimits,
+        on_end: impl FnOnce(String) + Send + 'static,
+    ) -> Result<(Arc<Connection>, Vec<Tool>), StartError> {
+        let (ours, theirs) = tokio::io::duplex(64 * 1024);
+        let (their_input, their_output) = tokio::io::split(theirs);
+        tokio::spawn(async move {
+            if let Ok((running, _gone)) = server.serve_on(their_input, their_output).await {
+                let _ = running.waiting().await;
+            }
+        });
+        let (our_input, our_output) = tokio::io::split(ours);
+        let wire = Tripwire::default();
+        let transport = Guarded::new(
+            rmcp::transport::async_rw::AsyncRwTransport::new_client(our_input, our_output),
+            Limits::stdio(),
+            wire.clone(),
+        );
+        match handshake(transport, deadline, listing).await {
+            Ok((service, tools)) => {
+                Ok((Connection::watch(service, wire, None, None, on_end), tools))
+            }
+            Err(e) => {
+                wire.cut();
+                Err(e)
+            }
+        }
+    }
+
     fn watch(
         service: RunningService<RoleClient, SproutClient>,
         wire: Tripwire,

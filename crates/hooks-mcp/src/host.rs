@@ -1,11 +1,12 @@
 //! The driver: [`Host`] runs the `hooks-core` policy on live MCP servers.
 //!
 //! The host owns the core [`Session`], the connections, and the one clock
-//! (tokio's, so paused-time tests work). It turns the core's outputs into
-//! actions (start a connection, call a hook, cancel a call by dropping its
-//! future, kill a server) and feeds what happens back in: answers, crashes,
-//! finished starts, and deadlines the core asked to be woken for. It decides
-//! nothing itself and has no timeout policy of its own for hooks [T1]-[T5].
+//! (tokio's, so its tests run it in paused time). It turns the core's
+//! outputs into actions (start a connection, call a hook, cancel a call by
+//! dropping its future, kill a server) and feeds what happens back in:
+//! answers, crashes, finished starts, and deadlines the core asked to be
+//! woken for. It decides nothing itself and has no timeout policy of its own
+//! for hooks [T1]-[T5].
 //!
 //! Starts, restarts and exits happen in background tasks that report through
 //! a channel; the host reads it whenever it runs, so a restart never blocks a
@@ -109,6 +110,17 @@ struct Slot {
     ended_early: Option<String>,
 }
 
+/// How the host reaches a server when it starts one.
+#[derive(Clone)]
+enum Connector {
+    /// By its spec: spawn the child, or open the HTTP session.
+    Spec,
+    /// In this process, over an in-memory pipe: a fresh server from the
+    /// factory on every start (the host's paused-time tests).
+    #[cfg(test)]
+    InProcess(Arc<dyn Fn(&ServerName) -> crate::server::ToolServer + Send + Sync>),
+}
+
 /// The hook calls of one round in flight.
 #[derive(Default)]
 struct Calls {
@@ -129,6 +141,7 @@ pub struct Host {
     warnings: Vec<Warning>,
     /// Killed connections, closed (and so reaped) at shutdown.
     killed: Vec<Arc<Connection>>,
+    connector: Connector,
 }
 
 impl fmt::Debug for Host {
@@ -148,6 +161,16 @@ impl Host {
         config: HookConfig,
         options: HostOptions,
         sink: EventSink,
+    ) -> Result<Host, SetupError> {
+        Host::start_with(specs, config, options, sink, Connector::Spec).await
+    }
+
+    async fn start_with(
+        specs: Vec<ServerSpec>,
+        config: HookConfig,
+        options: HostOptions,
+        sink: EventSink,
+        connector: Connector,
     ) -> Result<Host, SetupError> {
         let names = specs.iter().map(|s| s.name.clone()).collect();
         let session = Session::new(config, names)?;
@@ -173,6 +196,7 @@ impl Host {
             sink,
             warnings: Vec::new(),
             killed: Vec::new(),
+            connector,
         };
         host.process(&mut Calls::default());
         while host.any_starting() {
@@ -508,6 +532,7 @@ impl Host {
         let tx = self.notices_tx.clone();
         let deadline = self.options.start_timeout;
         let listing = self.options.listing;
+        let connector = self.connector.clone();
         tokio::spawn(async move {
             let ended = tx.clone();
             let on_end = move |reason| {
@@ -517,7 +542,14 @@ impl Host {
                     reason,
                 });
             };
-            let result = Connection::connect(&spec, deadline, listing, on_end).await;
+            let result = match connector {
+                Connector::Spec => Connection::connect(&spec, deadline, listing, on_end).await,
+                #[cfg(test)]
+                Connector::InProcess(make) => {
+                    Connection::connect_in_process(make(&spec.name), deadline, listing, on_end)
+                        .await
+                }
+            };
             let _ = tx.send(Notice::Started {
                 server,
                 generation,
@@ -584,3 +616,6 @@ impl PreparedCall {
         }
     }
 }
+
+#[cfg(test)]
+mod tests;

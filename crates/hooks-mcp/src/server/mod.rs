@@ -41,7 +41,7 @@ use rmcp::model::{
     Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
     ServerConfig, Tool,
 };
-use rmcp::service::RequestContext;
+use rmcp::service::{RequestContext, RunningService};
 use rmcp::{RoleServer, ServerHandler, ServiceExt};
 use tokio_util::sync::CancellationToken;
 
@@ -152,17 +152,8 @@ impl ToolServer {
     /// work a hook started (a gate's command) stops before the server exits
     /// and the client's grace period is not spent waiting.
     pub async fn serve_stdio(self) -> Result<(), std::io::Error> {
-        let handler = self.into_handler();
         let (stdin, stdout) = rmcp::transport::stdio_pipes();
-        let gone = handler.gone.clone();
-        let stdin = EofSignal {
-            inner: stdin,
-            gone: gone.clone(),
-        };
-        let running = handler
-            .serve((stdin, stdout))
-            .await
-            .map_err(std::io::Error::other)?;
+        let (running, gone) = self.serve_on(stdin, stdout).await?;
         // SIGTERM (the agent killing a wedged server) stops every call in
         // flight, gives them a moment to clean up, and ends the server.
         let mut terminate =
@@ -177,6 +168,38 @@ impl ToolServer {
             }
         }
         Ok(())
+    }
+
+    /// Serves over `input` and `output` (this process's stdio, or a duplex
+    /// pipe for the host's in-process tests) once the client has initialized.
+    /// Returns the running service and the token that fires when `input`
+    /// ends; every call in flight sees its own token fire with it.
+    pub(crate) async fn serve_on<R, W>(
+        self,
+        input: R,
+        output: W,
+    ) -> Result<
+        (
+            RunningService<RoleServer, ToolServerHandler>,
+            CancellationToken,
+        ),
+        std::io::Error,
+    >
+    where
+        R: tokio::io::AsyncRead + Send + Unpin + 'static,
+        W: tokio::io::AsyncWrite + Send + Unpin + 'static,
+    {
+        let handler = self.into_handler();
+        let gone = handler.gone.clone();
+        let input = EofSignal {
+            inner: input,
+            gone: gone.clone(),
+        };
+        let running = handler
+            .serve((input, output))
+            .await
+            .map_err(std::io::Error::other)?;
+        Ok((running, gone))
     }
 }
 

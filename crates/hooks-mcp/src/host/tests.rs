@@ -1,0 +1,469 @@
+//! [`Host`] in virtual time: hook rounds on [`ToolServer`]s served in this
+//! process over in-memory pipes (through the real `Guarded` transport,
+//! handshake and watcher), under tokio's paused clock, so every deadline is
+//! asserted to the millisecond [T1]-[T5].
+//!
+//! Paused time jumps to the next timer whenever the runtime is idle; that is
+//! why these tests use no process and no socket, and why sleeping in them is
+//! a way of saying "at this virtual time", not a wait for something.
+
+use std::collections::{BTreeMap, VecDeque};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use hooks_core::{
+    Decision, DownCause, EndReason, Event, HookConfig, HookPoint, Input, Outcome, ServerId,
+    ServerName, ServerState, StopReason, Time,
+};
+use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+use tokio_util::sync::CancellationToken;
+
+use super::{Connector, EventSink, Host, HostOptions};
+use crate::reply::ToolOutput;
+use crate::server::{ToolServer, any_object_schema};
+use crate::spec::ServerSpec;
+
+/// The hook deadline of every test: `SPROUT_AGENT_HOOK_TIMEOUT_MS=1000`.
+const HOOK_TIMEOUT_MS: u64 = 1000;
+
+/// What a scripted `_Stop` hook does on one call.
+#[derive(Clone, Copy, Debug)]
+enum Act {
+    /// Answers this text at once.
+    Answer(&'static str),
+    /// Never answers; reports when its call is cancelled.
+    Hang,
+    /// Reports when its call is cancelled, then answers `text` anyway,
+    /// `late` after that.
+    HangThenAnswer { late: Duration, text: &'static str },
+}
+
+/// What a hook handler saw, at what virtual time since the test began.
+#[derive(Debug, PartialEq)]
+enum Seen {
+    Cancelled { server: String, at: Duration },
+    AnsweredLate { server: String, at: Duration },
+}
+
+/// A host on in-process servers, with what they and the host reported.
+struct Fixture {
+    host: Host,
+    t0: Instant,
+    events: Arc<Mutex<Vec<Event>>>,
+    seen: mpsc::UnboundedReceiver<Seen>,
+    /// Starts per server (calls of the factory).
+    starts: Arc<Mutex<BTreeMap<String, usize>>>,
+}
+
+impl Fixture {
+    /// Servers in configuration order, each with a `ping` model tool and a
+    /// `_Stop` hook that follows its script, then hangs; the script is shared
+    /// by the server's restarts.
+    async fn start(servers: &[(&str, Vec<Act>)]) -> Fixture {
+        let t0 = Instant::now();
+        let (tx, seen) = mpsc::unbounded_channel();
+        let scripts: BTreeMap<String, Arc<Mutex<VecDeque<Act>>>> = servers
+            .iter()
+            .map(|(name, acts)| (name.to_string(), Arc::new(Mutex::new(acts.clone().into()))))
+            .collect();
+        let starts = Arc::new(Mutex::new(BTreeMap::new()));
+        let counted = starts.clone();
+        let make = move |name: &ServerName| {
+            let name = name.to_string();
+            *counted.lock().unwrap().entry(name.clone()).or_insert(0) += 1;
+            hook_server(name.clone(), scripts[&name].clone(), tx.clone(), t0)
+        };
+        // The command is never run: the in-process connector builds the
+        // server from its name.
+        let specs = servers
+            .iter()
+            .map(|(name, _)| ServerSpec::stdio(ServerName::new(*name).unwrap(), "unused", vec![]))
+            .collect();
+        let events = Arc::new(Mutex::new(Vec::new()));
+        let sunk = events.clone();
+        let sink: EventSink =
+            Arc::new(move |event: &Event| sunk.lock().unwrap().push(event.clone()));
+        let timeout = HOOK_TIMEOUT_MS.to_string();
+        let config = HookConfig::from_values(Some("*"), Some(&timeout), None).unwrap();
+        let connector = Connector::InProcess(Arc::new(make));
+        let host = Host::start_with(specs, config, HostOptions::default(), sink, connector)
+            .await
+            .unwrap();
+        Fixture {
+            host,
+            t0,
+            events,
+            seen,
+            starts,
+        }
+    }
+
+    /// Runs one prompt whose model ends its turn at once: its `_Stop` round.
+    async fn stop_round(&mut self, cancel: &CancellationToken) -> Decision {
+        self.host.begin_prompt().unwrap();
+        let ended = Input::ModelResponded {
+            stop: StopReason::EndTurn,
+            tool_calls: 0,
+        };
+        self.host.decide(ended, cancel).await.unwrap()
+    }
+
+    /// The next thing a hook handler saw. A report that never comes fails
+    /// the test (after an hour of virtual time) instead of hanging it.
+    async fn next_seen(&mut self) -> Seen {
+        tokio::time::timeout(Duration::from_secs(3600), self.seen.recv())
+            .await
+            .expect("a hook handler should have reported")
+            .expect("the handlers' channel is open")
+    }
+
+    /// Sleeps until `ms` of virtual time since the test began.
+    async fn until(&self, ms: u64) {
+        tokio::time::sleep_until(self.t0 + Duration::from_millis(ms)).await;
+    }
+
+    fn starts(&self, server: &str) -> usize {
+        self.starts
+            .lock()
+            .unwrap()
+            .get(server)
+            .copied()
+            .unwrap_or(0)
+    }
+
+    fn event_count(&self) -> usize {
+        self.events.lock().unwrap().len()
+    }
+
+    /// Every `HookCalled` so far: server, outcome, latency.
+    fn hook_calls(&self) -> Vec<(String, Outcome, Duration)> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|event| match event {
+                Event::HookCalled {
+                    server,
+                    outcome,
+                    latency,
+                    ..
+                } => Some((server.to_string(), outcome.clone(), *latency)),
+                _ => None,
+            })
+            .collect()
+    }
+
+    /// Every `ServerDown` so far: cause, failures, retry time.
+    fn downs(&self) -> Vec<(DownCause, u32, Option<Time>)> {
+        self.events
+            .lock()
+            .unwrap()
+            .iter()
+            .filter_map(|event| match event {
+                Event::ServerDown {
+                    cause,
+                    failures,
+                    retry_at,
+                    ..
+                } => Some((cause.clone(), *failures, *retry_at)),
+                _ => None,
+            })
+            .collect()
+    }
+}
+
+fn hook_server(
+    name: String,
+    script: Arc<Mutex<VecDeque<Act>>>,
+    seen: mpsc::UnboundedSender<Seen>,
+    t0: Instant,
+) -> ToolServer {
+    let ping = Tool::new("ping", "Answers pong.", any_object_schema());
+    ToolServer::new(name.clone())
+        .tool(ping, |_args, _cancel| async {
+            Ok(CallToolResult::success(vec![ContentBlock::text("pong")]))
+        })
+        .hook(HookPoint::Stop, "Follows its script.", move |cancel| {
+            let act = script.lock().unwrap().pop_front().unwrap_or(Act::Hang);
+            let (server, seen) = (name.clone(), seen.clone());
+            async move {
+                let late = match act {
+                    Act::Answer(text) => return text.to_owned(),
+                    Act::Hang => None,
+                    Act::HangThenAnswer { late, text } => Some((late, text)),
+                };
+                cancel.cancelled().await;
+                let at = t0.elapsed();
+                let _ = seen.send(Seen::Cancelled {
+                    server: server.clone(),
+                    at,
+                });
+                let Some((late, text)) = late else {
+                    return String::new();
+                };
+                tokio::time::sleep(late).await;
+                let at = t0.elapsed();
+                let _ = seen.send(Seen::AnsweredLate { server, at });
+                text.to_owned()
+            }
+        })
+}
+
+fn ms(ms: u64) -> Duration {
+    Duration::from_millis(ms)
+}
+
+const NO_OBJECTION: Decision = Decision::End {
+    reason: EndReason::NoObjection,
+};
+
+// [T1]: three hooks that never answer cost one deadline, not three: the
+// round is decided at exactly 1000 ms of virtual time, every call timed out
+// with a latency of exactly 1000 ms, and every handler saw its call
+// cancelled then [T2].
+#[tokio::test(start_paused = true)]
+async fn t1_a_round_of_hanging_hooks_costs_one_deadline() {
+    let mut f = Fixture::start(&[("a", vec![]), ("b", vec![]), ("c", vec![])]).await;
+    // Starting in process takes no virtual time.
+    assert_eq!(f.host.now(), Time::ZERO);
+
+    let decision = f.stop_round(&CancellationToken::new()).await;
+
+    assert_eq!(decision, NO_OBJECTION);
+    assert_eq!(f.host.now(), Time::from_millis(HOOK_TIMEOUT_MS));
+    assert_eq!(f.t0.elapsed(), ms(HOOK_TIMEOUT_MS));
+    assert_eq!(
+        f.hook_calls(),
+        ["a", "b", "c"].map(|s| (s.to_owned(), Outcome::Timeout, ms(HOOK_TIMEOUT_MS)))
+    );
+    let mut cancelled = Vec::new();
+    for _ in 0..3 {
+        cancelled.push(f.next_seen().await);
+    }
+    cancelled.sort_by_key(|seen| format!("{seen:?}"));
+    assert_eq!(
+        cancelled,
+        ["a", "b", "c"].map(|s| Seen::Cancelled {
+            server: s.to_owned(),
+            at: ms(HOOK_TIMEOUT_MS),
+        })
+    );
+    f.host.shutdown().await;
+}
+
+// [T2]: a timed-out call is cancelled on the wire (its handler sees its token
+// fire at exactly the deadline), and the answer it gives 200 ms later is
+// dropped: the decision was made at the deadline, no event follows, no
+// budget is charged, and the next round does not see it.
+#[tokio::test(start_paused = true)]
+async fn t2_a_timed_out_call_is_cancelled_and_its_late_answer_dropped() {
+    let script = vec![
+        Act::HangThenAnswer {
+            late: ms(200),
+            text: "too late: an objection",
+        },
+        Act::Answer(""),
+    ];
+    let mut f = Fixture::start(&[("late", script)]).await;
+
+    let decision = f.stop_round(&CancellationToken::new()).await;
+    assert_eq!(decision, NO_OBJECTION);
+    assert_eq!(f.host.now(), Time::from_millis(HOOK_TIMEOUT_MS));
+    let events_at_decision = f.event_count();
+    assert_eq!(
+        f.next_seen().await,
+        Seen::Cancelled {
+            server: "late".into(),
+            at: ms(HOOK_TIMEOUT_MS),
+        }
+    );
+    assert_eq!(
+        f.next_seen().await,
+        Seen::AnsweredLate {
+            server: "late".into(),
+            at: ms(HOOK_TIMEOUT_MS + 200),
+        }
+    );
+    // Nothing changed after the decision.
+    assert_eq!(f.event_count(), events_at_decision);
+    assert_eq!(f.host.session().budget_used(), 0);
+
+    // The next round gets only its own answer, at once: the late objection
+    // was not kept for it.
+    let decision = f.stop_round(&CancellationToken::new()).await;
+    assert_eq!(decision, NO_OBJECTION);
+    assert_eq!(f.host.now(), Time::from_millis(HOOK_TIMEOUT_MS + 200));
+    assert_eq!(
+        f.hook_calls(),
+        [
+            ("late".to_owned(), Outcome::Timeout, ms(HOOK_TIMEOUT_MS)),
+            ("late".to_owned(), Outcome::Empty, Duration::ZERO),
+        ]
+    );
+    assert_eq!(f.host.session().budget_used(), 0);
+    f.host.shutdown().await;
+}
+
+// [T3], [T4]: a server whose hook hangs is killed at its second consecutive
+// timeout; it is restarted lazily (only when wanted, and not before its
+// backoff of 250 ms, then 500 ms, has passed) and retired at its third
+// failure, after which it is never started again.
+#[tokio::test(start_paused = true)]
+async fn t3_t4_second_timeout_kills_restarts_back_off_and_retire() {
+    let mut f = Fixture::start(&[("slow", vec![])]).await;
+    let slow = ServerId(0);
+    let cancel = CancellationToken::new();
+
+    // [T3]: the first timeout cancels the call; the server stays up.
+    assert_eq!(f.stop_round(&cancel).await, NO_OBJECTION);
+    assert_eq!(f.host.now(), Time::from_millis(1000));
+    assert_eq!(f.host.session().server_state(slow), ServerState::Up);
+    // The second in a row kills it.
+    assert_eq!(f.stop_round(&cancel).await, NO_OBJECTION);
+    assert_eq!(f.host.now(), Time::from_millis(2000));
+    let retry_at = Time::from_millis(2250);
+    assert_eq!(
+        f.host.session().server_state(slow),
+        ServerState::Down { retry_at }
+    );
+    for at in [1000, 2000] {
+        assert_eq!(
+            f.next_seen().await,
+            Seen::Cancelled {
+                server: "slow".into(),
+                at: ms(at),
+            }
+        );
+    }
+    assert_eq!(
+        f.hook_calls().into_iter().map(|c| c.1).collect::<Vec<_>>(),
+        [Outcome::Timeout, Outcome::Killed]
+    );
+
+    // [T4]: not restarted before its backoff; a tool call is told when.
+    f.until(2249).await;
+    let refused = f.host.prepare_tool_call("slow__ping", &cancel).await;
+    assert_eq!(
+        refused.unwrap_err(),
+        ToolOutput::error(
+            "tool server slow is not running (it is down; a restart is tried in 1ms); try again later"
+        )
+    );
+    // Nor when the backoff ends with nothing wanting it: restarts are lazy.
+    f.until(2250).await;
+    let offered: Vec<String> = f.host.model_tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(offered, ["slow__ping"]);
+    assert_eq!(f.starts("slow"), 1);
+    // Wanted at 2250 ms: restarted then, and up at once.
+    let call = f
+        .host
+        .prepare_tool_call("slow__ping", &cancel)
+        .await
+        .unwrap();
+    assert_eq!(f.starts("slow"), 2);
+    assert_eq!(f.host.now(), Time::from_millis(2250));
+    assert_eq!(
+        call.run(JsonObject::new(), ms(1000)).await.text,
+        "pong".to_owned()
+    );
+
+    // Killed again: the backoff doubles to 500 ms.
+    assert_eq!(f.stop_round(&cancel).await, NO_OBJECTION);
+    assert_eq!(f.stop_round(&cancel).await, NO_OBJECTION);
+    assert_eq!(f.host.now(), Time::from_millis(4250));
+    assert_eq!(
+        f.host.session().server_state(slow),
+        ServerState::Down {
+            retry_at: Time::from_millis(4750)
+        }
+    );
+    f.until(4749).await;
+    let refused = f.host.prepare_tool_call("slow__ping", &cancel).await;
+    assert_eq!(
+        refused.unwrap_err(),
+        ToolOutput::error(
+            "tool server slow is not running (it is down; a restart is tried in 1ms); try again later"
+        )
+    );
+    f.until(4750).await;
+    f.host
+        .prepare_tool_call("slow__ping", &cancel)
+        .await
+        .unwrap();
+    assert_eq!(f.starts("slow"), 3);
+
+    // Killed a third time: retired, its tools gone.
+    assert_eq!(f.stop_round(&cancel).await, NO_OBJECTION);
+    assert_eq!(f.stop_round(&cancel).await, NO_OBJECTION);
+    assert_eq!(f.host.now(), Time::from_millis(6750));
+    assert_eq!(f.host.session().server_state(slow), ServerState::Retired);
+    assert_eq!(
+        f.downs(),
+        [
+            (DownCause::Killed, 1, Some(Time::from_millis(2250))),
+            (DownCause::Killed, 2, Some(Time::from_millis(4750))),
+            (DownCause::Killed, 3, None),
+        ]
+    );
+    for at in [3250, 4250, 5750, 6750] {
+        assert_eq!(
+            f.next_seen().await,
+            Seen::Cancelled {
+                server: "slow".into(),
+                at: ms(at),
+            }
+        );
+    }
+    f.until(60_000).await;
+    let refused = f.host.prepare_tool_call("slow__ping", &cancel).await;
+    assert_eq!(
+        refused.unwrap_err(),
+        ToolOutput::error("unknown tool: slow__ping")
+    );
+    assert!(f.host.model_tools().is_empty());
+    // A round leaves it out and decides at once; it is not started again.
+    assert_eq!(f.stop_round(&cancel).await, NO_OBJECTION);
+    assert_eq!(f.host.now(), Time::from_millis(60_000));
+    assert_eq!(f.starts("slow"), 3);
+    f.host.shutdown().await;
+}
+
+// [T5]: cancelling the prompt 300 ms into a round ends it at once: the
+// decision comes at exactly 300 ms of virtual time (0 ms after the
+// cancellation, well within 100 ms), the call is reported cancelled with
+// that latency, and the server's handler sees its call cancelled then too.
+#[tokio::test(start_paused = true)]
+async fn t5_cancelling_the_prompt_ends_a_round_at_once() {
+    let mut f = Fixture::start(&[("hang", vec![])]).await;
+    let cancel = CancellationToken::new();
+    let canceller = cancel.clone();
+    let t0 = f.t0;
+    tokio::spawn(async move {
+        tokio::time::sleep_until(t0 + ms(300)).await;
+        canceller.cancel();
+    });
+
+    let decision = f.stop_round(&cancel).await;
+
+    assert_eq!(
+        decision,
+        Decision::End {
+            reason: EndReason::Cancelled
+        }
+    );
+    assert_eq!(f.host.now(), Time::from_millis(300));
+    assert_eq!(
+        f.hook_calls(),
+        [("hang".to_owned(), Outcome::Cancelled, ms(300))]
+    );
+    assert_eq!(
+        f.next_seen().await,
+        Seen::Cancelled {
+            server: "hang".into(),
+            at: ms(300),
+        }
+    );
+    f.host.shutdown().await;
+}
