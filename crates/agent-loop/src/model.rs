@@ -51,8 +51,10 @@ pub enum ModelError {
         /// The start of the body, for people.
         body: String,
     },
-    /// The request did not get an answer (connection, timeout).
+    /// The request did not get an answer (connection refused, reset, DNS).
     Transport(String),
+    /// An attempt ran out its deadline; says what timed out.
+    Timeout(String),
     /// The answer did not follow the API's format; says what was wrong.
     Malformed(String),
     /// The scripted model has no turn left, or its file is bad.
@@ -67,7 +69,7 @@ impl ModelError {
             ModelError::Status { status, .. } => {
                 matches!(status, 429 | 500 | 502 | 503 | 504 | 529)
             }
-            ModelError::Transport(_) => true,
+            ModelError::Transport(_) | ModelError::Timeout(_) => true,
             ModelError::Malformed(_) | ModelError::Script(_) => false,
         }
     }
@@ -80,6 +82,7 @@ impl fmt::Display for ModelError {
                 write!(f, "the model API answered HTTP {status}: {body}")
             }
             ModelError::Transport(e) => write!(f, "the model API could not be reached: {e}"),
+            ModelError::Timeout(e) => write!(f, "the model API did not answer in time: {e}"),
             ModelError::Malformed(e) => write!(f, "the model API's answer was malformed: {e}"),
             ModelError::Script(e) => write!(f, "{e}"),
         }

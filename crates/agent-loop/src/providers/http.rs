@@ -59,7 +59,7 @@ pub(crate) async fn post_json(
             attempt_once(client, url, headers.clone(), body.clone(), settings).await;
         // An attempt that ran out its whole deadline is tried once more at
         // most: a hung endpoint must not cost `retries` full deadlines.
-        let timeout = matches!(&result, Err(ModelError::Transport(e)) if e.ends_with(TIMED_OUT));
+        let timeout = matches!(&result, Err(ModelError::Timeout(_)));
         let again = !(timeout && timed_out);
         timed_out |= timeout;
         match result {
@@ -108,7 +108,7 @@ async fn attempt_once(
         .await;
     let mut response = match sent {
         Ok(response) => response,
-        Err(e) => return (Err(ModelError::Transport(describe(&e))), None),
+        Err(e) => return (Err(transport_error(&e)), None),
     };
     let status = response.status();
     let retry_after = retry_after(response.headers(), SystemTime::now());
@@ -126,7 +126,7 @@ async fn attempt_once(
                 bytes.extend_from_slice(&chunk);
             }
             Ok(None) => break,
-            Err(e) => return (Err(ModelError::Transport(describe(&e))), None),
+            Err(e) => return (Err(transport_error(&e)), None),
         }
     }
     if !status.is_success() {
@@ -200,11 +200,10 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
     )
 }
 
-/// How a transport error that was a timeout ends.
-const TIMED_OUT: &str = " (the request timed out)";
-
-/// A reqwest error with its causes, which name the real problem.
-fn describe(e: &reqwest::Error) -> String {
+/// A reqwest error as ours: a timeout is [`ModelError::Timeout`], anything
+/// else [`ModelError::Transport`], with the causes, which name the real
+/// problem.
+fn transport_error(e: &reqwest::Error) -> ModelError {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
@@ -213,9 +212,10 @@ fn describe(e: &reqwest::Error) -> String {
         source = cause.source();
     }
     if e.is_timeout() {
-        text.push_str(TIMED_OUT);
+        ModelError::Timeout(text)
+    } else {
+        ModelError::Transport(text)
     }
-    text
 }
 
 /// Why `url` cannot be a provider's base URL, if it cannot: it must parse,

@@ -449,3 +449,38 @@ async fn huge_usage_counts_do_not_overflow_the_loop() {
     );
     api.stop();
 }
+
+// An endpoint that never answers: each attempt ends at its deadline as a
+// typed Timeout (no matching on message text), and a timed-out attempt is
+// tried once more at most, so a hung endpoint costs two deadlines, not
+// `retries + 1`.
+#[tokio::test]
+async fn a_hung_endpoint_times_out_twice_at_most() {
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let url = format!("http://{}", listener.local_addr().unwrap());
+    let accepted = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = accepted.clone();
+    let server = tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((socket, _)) = listener.accept().await {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            held.push(socket);
+        }
+    });
+    let settings = agent_loop::providers::HttpSettings {
+        timeout: std::time::Duration::from_millis(200),
+        retries: 3,
+        ..http_settings()
+    };
+    let model = OpenAiCompat::new(&url, None, "m", settings);
+    let request = ModelRequest {
+        system: "",
+        messages: &[],
+        tools: &[],
+    };
+    let err = model.complete(request).await.unwrap_err();
+    assert!(matches!(err, ModelError::Timeout(_)), "{err:?}");
+    assert!(err.to_string().contains("did not answer in time"), "{err}");
+    assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
+    server.abort();
+}
