@@ -745,3 +745,37 @@ fn the_last_answer_is_not_lost_at_exit() {
         "{answers:?}"
     );
 }
+
+// `session/close` is answered, and the session's servers are gone, even
+// when a server never reads its stdin and ignores SIGTERM.
+#[test]
+fn close_is_answered_even_for_a_deaf_server() {
+    use crate::support::{all_gone, logged_pids};
+    let scratch = Scratch::new("acp-close-deaf");
+    let log = scratch.path("deaf.log");
+    let fake = FakeOpenAi::start(vec![]);
+    let env = fake_env(&fake, &[]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let session = client.new_session(
+        &scratch.0,
+        json!([fixture_server(
+            "deaf",
+            &[
+                "--hostile",
+                "deaf",
+                "--ignore-sigterm",
+                "--log",
+                &log,
+                "--grandchild"
+            ]
+        )]),
+    );
+    let pids = [logged_pids(&log, "start"), logged_pids(&log, "grandchild")].concat();
+    assert_eq!(pids.len(), 2);
+    let id = client.request("session/close", json!({"sessionId": session}));
+    let closed = client.response(json!(id), Duration::from_secs(10));
+    assert!(closed["result"].is_object(), "{closed}");
+    assert!(all_gone(&pids), "a deaf server outlived session/close");
+    assert!(client.finish().success());
+}
