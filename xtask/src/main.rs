@@ -15,7 +15,8 @@ const HELP: &str = "\
 cargo xtask TASK
 
 Tasks:
-  ci      what CI runs: format check, clippy with warnings denied, tidy, all tests
+  ci      what CI runs: format check, clippy with warnings denied, agent-loop
+          without MCP, tidy, all tests, the MCP conformance suite
   tidy    the architecture checks alone (hooks-core stays pure, module docs, ...)
   bench   the benchmarks, printed as a table; --out FILE writes them as JSON;
           --quick runs a short smoke pass on a debug build (figures not meaningful)
@@ -60,6 +61,30 @@ fn ci() -> Result<(), String> {
         "--",
         "-D",
         "warnings",
+    ])?;
+    // agent-loop without MCP: it builds, lints and runs its example with
+    // the `mcp` feature off, so a provider or a gateway of one's own never
+    // needs rmcp.
+    cargo(&[
+        "clippy",
+        "-p",
+        "agent-loop",
+        "--no-default-features",
+        "--all-targets",
+        "--locked",
+        "--",
+        "-D",
+        "warnings",
+    ])?;
+    cargo(&[
+        "run",
+        "--quiet",
+        "--locked",
+        "-p",
+        "agent-loop",
+        "--no-default-features",
+        "--example",
+        "custom_gateway",
     ])?;
     tidy_task()?;
     // Checks that need Node.js packages from npm: the ACP interop test (the

@@ -1,19 +1,48 @@
-//! The loop's boundary to tools and hooks: [`Gateway`], and its
-//! implementation for [`hooks_mcp::Host`].
+//! The loop's boundary to tools and hooks: [`Gateway`], and the plain data
+//! that crosses it ([`ToolDef`], [`ToolOutput`], [`ToolReport`]).
 //!
-//! The trait lets the loop's tests run against an in-memory gateway (the real
-//! `hooks-core` policy with scripted hook answers) while the product runs the
-//! real MCP host.
+//! The trait lets the loop run against any tools and hooks: the real MCP host
+//! (`hooks_mcp::Host`, with the default `mcp` feature), an in-memory gateway
+//! on the `hooks-core` policy in tests, or one of your own. Nothing here
+//! depends on MCP.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use async_trait::async_trait;
-use futures::stream::{FuturesUnordered, StreamExt};
 use hooks_core::{Decision, Input, UsageError};
-use hooks_mcp::{Host, ModelToolDef, ToolOutput};
 use tokio_util::sync::CancellationToken;
 
 use crate::message::ToolCall;
+
+/// A tool as the model is offered it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ToolDef {
+    /// Its name as the model sees it (`S__T` for an MCP tool [N2]).
+    pub name: String,
+    /// What it does, for the model.
+    pub description: Option<String>,
+    /// Its JSON Schema for arguments.
+    pub input_schema: serde_json::Value,
+}
+
+/// What a tool call produced, as the model will read it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolOutput {
+    /// The text of the result.
+    pub text: String,
+    /// Whether it is an error result (the model is told so).
+    pub is_error: bool,
+}
+
+impl ToolOutput {
+    /// An error result with this text.
+    pub fn error(text: impl Into<String>) -> ToolOutput {
+        ToolOutput {
+            text: text.into(),
+            is_error: true,
+        }
+    }
+}
 
 /// A JSON object, as tool arguments are.
 pub type JsonObject = serde_json::Map<String, serde_json::Value>;
@@ -49,7 +78,7 @@ pub struct ToolReport {
 #[async_trait]
 pub trait Gateway: Send {
     /// The tools to offer the model now; never a hook [H2].
-    fn model_tools(&mut self) -> Vec<ModelToolDef>;
+    fn model_tools(&mut self) -> Vec<ToolDef>;
 
     /// A prompt begins.
     fn begin_prompt(&mut self) -> Result<(), UsageError>;
@@ -96,89 +125,4 @@ pub fn parse_arguments(call: &ToolCall) -> Result<JsonObject, ToolOutput> {
 /// The result given to a call the prompt's cancellation cut short.
 pub fn cancelled_output() -> ToolOutput {
     ToolOutput::error("the prompt was cancelled before this tool call finished")
-}
-
-#[async_trait]
-impl Gateway for Host {
-    fn model_tools(&mut self) -> Vec<ModelToolDef> {
-        Host::model_tools(self)
-    }
-
-    fn begin_prompt(&mut self) -> Result<(), UsageError> {
-        Host::begin_prompt(self)
-    }
-
-    async fn decide(
-        &mut self,
-        input: Input,
-        cancel: &CancellationToken,
-    ) -> Result<Decision, UsageError> {
-        Host::decide(self, input, cancel).await
-    }
-
-    async fn call_tools(
-        &mut self,
-        calls: &[ToolCall],
-        settings: &ToolSettings,
-        cancel: &CancellationToken,
-    ) -> Vec<ToolReport> {
-        let mut reports: Vec<Option<ToolReport>> = vec![None; calls.len()];
-        let mut ready = Vec::new();
-        for (i, call) in calls.iter().enumerate() {
-            let started = Instant::now();
-            let prepared = match parse_arguments(call) {
-                Ok(arguments) => self
-                    .prepare_tool_call(&call.name, cancel)
-                    .await
-                    .map(|p| (p, arguments)),
-                Err(output) => Err(output),
-            };
-            match prepared {
-                Ok(prepared) => ready.push((i, prepared, started)),
-                Err(output) => {
-                    reports[i] = Some(ToolReport {
-                        output,
-                        latency: started.elapsed(),
-                    })
-                }
-            }
-        }
-        let mut queue = ready.into_iter();
-        let mut running = FuturesUnordered::new();
-        let spawn = |(i, (prepared, arguments), started): (
-            usize,
-            (hooks_mcp::PreparedCall, JsonObject),
-            Instant,
-        )| {
-            let timeout = settings.timeout;
-            async move { (i, prepared.run(arguments, timeout).await, started.elapsed()) }
-        };
-        for next in queue.by_ref().take(settings.concurrency.max(1)) {
-            running.push(spawn(next));
-        }
-        loop {
-            tokio::select! {
-                biased;
-                () = cancel.cancelled() => break,
-                finished = running.next() => match finished {
-                    Some((i, output, latency)) => {
-                        reports[i] = Some(ToolReport { output, latency });
-                        if let Some(next) = queue.next() {
-                            running.push(spawn(next));
-                        }
-                    }
-                    None => break,
-                },
-            }
-        }
-        reports
-            .into_iter()
-            .map(|r| {
-                r.unwrap_or_else(|| ToolReport {
-                    output: cancelled_output(),
-                    latency: Duration::ZERO,
-                })
-            })
-            .collect()
-    }
 }

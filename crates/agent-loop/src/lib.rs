@@ -3,8 +3,10 @@
 //! - [`model`]: the [`Model`] trait at the boundary; [`providers`] behind it
 //!   (OpenAI-compatible Chat Completions, Anthropic Messages, a scripted JSON
 //!   Lines model).
-//! - [`gateway`]: the [`Gateway`] trait to tools and hooks, implemented for
-//!   `hooks_mcp::Host`.
+//! - [`gateway`]: the [`Gateway`] trait to tools and hooks, and the plain
+//!   data that crosses it; implemented for `hooks_mcp::Host` by the `mcp`
+//!   feature (on by default). Without it the crate does not depend on MCP:
+//!   bring your own gateway (`examples/custom_gateway.rs`).
 //! - [`agent`]: [`Agent::run_prompt`], the loop itself.
 //! - [`compaction`]: pure decisions: when to compact, where to cut, the fresh
 //!   history [P2].
@@ -18,17 +20,16 @@ pub mod agent;
 pub mod compaction;
 pub mod event;
 pub mod gateway;
+#[cfg(feature = "mcp")]
+mod mcp;
 pub mod message;
 pub mod model;
 pub mod providers;
 
 pub use agent::{Agent, AgentSettings, PromptOutcome};
 pub use event::{AgentEvent, Sink};
-pub use gateway::{Gateway, ToolReport, ToolSettings};
+pub use gateway::{Gateway, ToolDef, ToolOutput, ToolReport, ToolSettings};
+#[cfg(feature = "mcp")]
+pub use mcp::hook_sink;
 pub use message::{Message, ToolCall};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
-
-/// Forwards the host's hook events into the loop's event stream [O2].
-pub fn hook_sink(sink: Sink) -> hooks_mcp::EventSink {
-    std::sync::Arc::new(move |event: &hooks_core::Event| sink(&AgentEvent::Hook(event.clone())))
-}

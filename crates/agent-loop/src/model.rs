@@ -4,8 +4,8 @@ use std::fmt;
 
 use async_trait::async_trait;
 use hooks_core::StopReason;
-use hooks_mcp::ModelToolDef;
 
+use crate::gateway::ToolDef;
 use crate::message::{Message, ToolCall};
 
 /// One request to the model.
@@ -16,7 +16,7 @@ pub struct ModelRequest<'a> {
     /// The history.
     pub messages: &'a [Message],
     /// Tools the model may call; never a hook [H2].
-    pub tools: &'a [ModelToolDef],
+    pub tools: &'a [ToolDef],
 }
 
 /// Token counts as the provider reported them.

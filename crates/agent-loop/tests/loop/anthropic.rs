@@ -1,10 +1,10 @@
 //! The Anthropic provider against a fake server on 127.0.0.1.
 
+use agent_loop::ToolDef;
 use agent_loop::providers::Anthropic;
 use agent_loop::providers::anthropic::API_VERSION;
 use agent_loop::{Message, Model, ModelRequest, ToolCall};
 use hooks_core::{HookPoint, Injection, ServerName, StopReason};
-use hooks_mcp::ModelToolDef;
 use serde_json::json;
 
 use crate::support::{FakeApi, http_settings};
@@ -19,8 +19,8 @@ fn text_answer() -> (u16, String) {
     )
 }
 
-fn tools() -> Vec<ModelToolDef> {
-    vec![ModelToolDef {
+fn tools() -> Vec<ToolDef> {
+    vec![ToolDef {
         name: "todo__todo".into(),
         description: None,
         input_schema: json!({"type": "object"}),

@@ -1,9 +1,9 @@
 //! The OpenAI-compatible provider against a fake server on 127.0.0.1.
 
+use agent_loop::ToolDef;
 use agent_loop::providers::OpenAiCompat;
 use agent_loop::{Message, Model, ModelError, ModelRequest, ToolCall};
 use hooks_core::{HookPoint, Injection, ServerName, StopReason};
-use hooks_mcp::ModelToolDef;
 use serde_json::json;
 
 use crate::support::{FakeApi, http_settings};
@@ -36,8 +36,8 @@ fn history() -> Vec<Message> {
     history
 }
 
-fn tools() -> Vec<ModelToolDef> {
-    vec![ModelToolDef {
+fn tools() -> Vec<ToolDef> {
+    vec![ToolDef {
         name: "todo__todo".into(),
         description: Some("the list".into()),
         input_schema: json!({"type": "object"}),

@@ -7,12 +7,12 @@ use std::time::Duration;
 use agent_loop::gateway::{Gateway, ToolReport, ToolSettings, cancelled_output, parse_arguments};
 use agent_loop::message::check_pairing;
 use agent_loop::{AgentEvent, Model, ModelError, ModelRequest, ModelResponse, Sink, ToolCall};
+use agent_loop::{ToolDef, ToolOutput};
 use async_trait::async_trait;
 use hooks_core::{
     Decision, HookConfig, HookPoint, HookReply, Input, Output, ReplyPart, ServerId, ServerName,
     Session, Time, UsageError,
 };
-use hooks_mcp::{ModelToolDef, ToolOutput};
 use tokio_util::sync::CancellationToken;
 
 /// How a fake hook answers, call after call (the last repeats).
@@ -88,10 +88,10 @@ impl FakeGateway {
 
 #[async_trait]
 impl Gateway for FakeGateway {
-    fn model_tools(&mut self) -> Vec<ModelToolDef> {
+    fn model_tools(&mut self) -> Vec<ToolDef> {
         self.session
             .model_tools()
-            .map(|(_, t)| ModelToolDef {
+            .map(|(_, t)| ToolDef {
                 name: t.qualified.clone(),
                 description: None,
                 input_schema: serde_json::json!({"type": "object"}),

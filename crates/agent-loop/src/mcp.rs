@@ -1,0 +1,126 @@
+//! The [`Gateway`] for the MCP host, `hooks_mcp::Host` (the `mcp` feature,
+//! on by default): tools and hooks on real MCP servers.
+
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures::stream::{FuturesUnordered, StreamExt};
+use hooks_core::{Decision, Input, UsageError};
+use hooks_mcp::Host;
+use tokio_util::sync::CancellationToken;
+
+use crate::event::{AgentEvent, Sink};
+use crate::gateway::{
+    Gateway, JsonObject, ToolDef, ToolOutput, ToolReport, ToolSettings, cancelled_output,
+    parse_arguments,
+};
+use crate::message::ToolCall;
+
+/// Forwards the host's hook events into the loop's event stream [O2].
+pub fn hook_sink(sink: Sink) -> hooks_mcp::EventSink {
+    std::sync::Arc::new(move |event: &hooks_core::Event| sink(&AgentEvent::Hook(event.clone())))
+}
+
+/// The host's tool output as the loop's.
+fn output(out: hooks_mcp::ToolOutput) -> ToolOutput {
+    ToolOutput {
+        text: out.text,
+        is_error: out.is_error,
+    }
+}
+
+#[async_trait]
+impl Gateway for Host {
+    fn model_tools(&mut self) -> Vec<ToolDef> {
+        Host::model_tools(self)
+            .into_iter()
+            .map(|t| ToolDef {
+                name: t.name,
+                description: t.description,
+                input_schema: t.input_schema,
+            })
+            .collect()
+    }
+
+    fn begin_prompt(&mut self) -> Result<(), UsageError> {
+        Host::begin_prompt(self)
+    }
+
+    async fn decide(
+        &mut self,
+        input: Input,
+        cancel: &CancellationToken,
+    ) -> Result<Decision, UsageError> {
+        Host::decide(self, input, cancel).await
+    }
+
+    async fn call_tools(
+        &mut self,
+        calls: &[ToolCall],
+        settings: &ToolSettings,
+        cancel: &CancellationToken,
+    ) -> Vec<ToolReport> {
+        let mut reports: Vec<Option<ToolReport>> = vec![None; calls.len()];
+        let mut ready = Vec::new();
+        for (i, call) in calls.iter().enumerate() {
+            let started = Instant::now();
+            let prepared = match parse_arguments(call) {
+                Ok(arguments) => self
+                    .prepare_tool_call(&call.name, cancel)
+                    .await
+                    .map(|p| (p, arguments))
+                    .map_err(output),
+                Err(output) => Err(output),
+            };
+            match prepared {
+                Ok(prepared) => ready.push((i, prepared, started)),
+                Err(output) => {
+                    reports[i] = Some(ToolReport {
+                        output,
+                        latency: started.elapsed(),
+                    })
+                }
+            }
+        }
+        let mut queue = ready.into_iter();
+        let mut running = FuturesUnordered::new();
+        let spawn = |(i, (prepared, arguments), started): (
+            usize,
+            (hooks_mcp::PreparedCall, JsonObject),
+            Instant,
+        )| {
+            let timeout = settings.timeout;
+            async move {
+                let result = prepared.run(arguments, timeout).await;
+                (i, output(result), started.elapsed())
+            }
+        };
+        for next in queue.by_ref().take(settings.concurrency.max(1)) {
+            running.push(spawn(next));
+        }
+        loop {
+            tokio::select! {
+                biased;
+                () = cancel.cancelled() => break,
+                finished = running.next() => match finished {
+                    Some((i, output, latency)) => {
+                        reports[i] = Some(ToolReport { output, latency });
+                        if let Some(next) = queue.next() {
+                            running.push(spawn(next));
+                        }
+                    }
+                    None => break,
+                },
+            }
+        }
+        reports
+            .into_iter()
+            .map(|r| {
+                r.unwrap_or_else(|| ToolReport {
+                    output: cancelled_output(),
+                    latency: Duration::ZERO,
+                })
+            })
+            .collect()
+    }
+}
