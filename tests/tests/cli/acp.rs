@@ -240,6 +240,62 @@ fn prompt_with_tools_and_an_objection() {
         text.contains("tests are missing") && text.contains("objection honoured"),
         "{text}"
     );
+    // A fast round is one message: a tool call created already completed,
+    // with every event of the round in `_meta`.
+    let round_messages: Vec<&Value> = client
+        .updates
+        .iter()
+        .filter(|u| u["params"]["update"]["toolCallId"] == "sprout-hook-round-1")
+        .collect();
+    assert_eq!(round_messages.len(), 1, "{round_messages:#?}");
+    assert_eq!(
+        round_messages[0]["params"]["update"]["sessionUpdate"],
+        "tool_call"
+    );
+    let events = &round_messages[0]["params"]["update"]["_meta"]["sprout/events"];
+    assert_eq!(events.as_array().map(Vec::len), Some(3), "{events}");
+    assert!(client.finish().success());
+}
+
+// A slow round (one hook takes 1.5 s) is shown in progress after 100 ms and
+// updated at most once per 100 ms with new lines: here two or three
+// messages, never one per server nor one per event.
+#[test]
+fn a_slow_round_shows_progress_in_few_messages() {
+    let scratch = Scratch::new("acp-slow-round");
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, end("done")),
+        (Duration::ZERO, end("done, really")),
+    ]);
+    let env = fake_env(&fake, &[("MCP_HOOK_SERVERS", "*")]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let session = client.new_session(
+        &scratch.0,
+        json!([
+            fixture_server("slow", &["--stop", "delay=1500=check the build"]),
+            fixture_server("quick", &["--stop", "empty"]),
+        ]),
+    );
+    let id = client.prompt(&session, "x");
+    let response = client.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let round: Vec<&Value> = client
+        .updates
+        .iter()
+        .map(|u| &u["params"]["update"])
+        .filter(|u| u["toolCallId"] == "sprout-hook-round-1")
+        .collect();
+    assert!((2..=3).contains(&round.len()), "{round:#?}");
+    assert_eq!(round[0]["sessionUpdate"], "tool_call");
+    assert_eq!(round[0]["status"], "in_progress");
+    let last = round[round.len() - 1];
+    assert_eq!(last["status"], "completed");
+    let text = last["content"].to_string();
+    assert!(
+        text.contains("check the build") && text.contains("quick: empty"),
+        "{text}"
+    );
     assert!(client.finish().success());
 }
 

@@ -9,10 +9,12 @@
 //!
 //! What the client sees: the model's text as `agent_message_chunk`, tool calls
 //! as `tool_call` / `tool_call_update`, each hook round as a tool call of its
-//! own (title, per-server outcomes, the decision), server failures and
-//! warnings as thought chunks, each of these with the event in
-//! `_meta["sprout/event"]`, and the prompt's end as a stop reason with our
-//! reason in `_meta["sprout/end"]` (a failure is a JSON-RPC error instead).
+//! own (title, per-server outcomes, the decision: one message when the round
+//! decides within 100 ms, else progress at most every 100 ms, with every event
+//! of the round in `_meta["sprout/events"]`), server failures and warnings as
+//! thought chunks with the event in `_meta["sprout/event"]`, and the prompt's
+//! end as a stop reason with our reason in `_meta["sprout/end"]` (a failure is
+//! a JSON-RPC error instead).
 //!
 //! Stdout carries nothing but protocol frames; logs go to stderr. Frames are
 //! read with a size cap: an oversized or malformed frame is answered with a
@@ -445,18 +447,46 @@ fn server_specs(
     Ok(specs)
 }
 
-/// Hook rounds shown as tool calls: lines so far per round.
-type RoundLines = Mutex<BTreeMap<u64, Vec<String>>>;
+/// How long a hook round may run before the client is shown it in
+/// progress, and the shortest gap between two progress updates of a round.
+const ROUND_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
 
-/// The loop's events as `session/update` notifications.
+/// A hook round as the client sees it: one tool call.
+struct RoundView {
+    title: String,
+    raw_input: Value,
+    /// One line per server's outcome so far.
+    lines: Vec<String>,
+    /// Every event of the round so far, for `_meta["sprout/events"]`.
+    events: Vec<Value>,
+    /// Whether the client was sent the tool call yet.
+    announced: bool,
+    /// Lines the client has not seen yet.
+    dirty: bool,
+}
+
+impl RoundView {
+    fn content(&self) -> Vec<s::ToolCallContent> {
+        self.lines.iter().map(|l| l.clone().into()).collect()
+    }
+}
+
 /// Sends a session's events as `session/update` notifications; holds them
 /// back until [`UpdateSink::release`], so that start-up events (a server
 /// that failed to start) follow the `session/new` response that names the
 /// session.
+///
+/// A hook round is one tool call. A round that decides within
+/// [`ROUND_WINDOW`] is sent once, created already completed with every
+/// server's outcome; a slower one is announced after the window and then
+/// updated at most once a window, so a round costs O(1) messages when fast
+/// and never one message per server.
 struct UpdateSink {
     cx: ConnectionTo<Client>,
     session: s::SessionId,
-    rounds: RoundLines,
+    /// Rounds not decided yet. Updates of a round are sent with this lock
+    /// held, so the progress task and the decision cannot reorder them.
+    rounds: Mutex<BTreeMap<u64, RoundView>>,
     /// `Some` until released.
     held: Mutex<Option<Vec<s::SessionUpdate>>>,
 }
@@ -477,6 +507,18 @@ impl UpdateSink {
             .send_notification(s::SessionNotification::new(self.session.clone(), update));
     }
 
+    /// Sends now, or holds until released.
+    fn emit(&self, update: s::SessionUpdate) {
+        let mut held = lock(&self.held);
+        match held.as_mut() {
+            Some(queue) => queue.push(update),
+            None => {
+                drop(held);
+                self.send(update);
+            }
+        }
+    }
+
     fn release(&self) {
         let held = lock(&self.held).take().unwrap_or_default();
         for update in held {
@@ -485,18 +527,135 @@ impl UpdateSink {
     }
 
     fn into_sink(self: Arc<Self>) -> agent_loop::Sink {
-        Arc::new(move |event: &AgentEvent| {
-            for update in updates(event, &self.rounds) {
-                let mut held = lock(&self.held);
-                match held.as_mut() {
-                    Some(queue) => queue.push(update),
-                    None => {
-                        drop(held);
-                        self.send(update);
-                    }
+        Arc::new(move |event: &AgentEvent| match event {
+            AgentEvent::Hook(hook) if self.round_event(hook) => {}
+            _ => {
+                for update in updates(event) {
+                    self.emit(update);
                 }
             }
         })
+    }
+
+    /// Folds a hook round's event into its view; false for other events.
+    fn round_event(self: &Arc<Self>, event: &Event) -> bool {
+        let detail = serde_json::to_value(event).unwrap_or(Value::Null);
+        match event {
+            Event::RoundStarted {
+                round,
+                hook,
+                servers,
+                left_out,
+                ..
+            } => {
+                // A round with nobody to ask is not shown at all.
+                if servers.is_empty() && left_out.is_empty() {
+                    return true;
+                }
+                let names: Vec<&str> = servers.iter().map(ServerName::as_str).collect();
+                let view = RoundView {
+                    title: format!("{hook} hook: asking {}", names.join(", ")),
+                    raw_input: json!({"hook": hook.tool_name(), "servers": names}),
+                    lines: Vec::new(),
+                    events: vec![detail],
+                    announced: false,
+                    dirty: false,
+                };
+                lock(&self.rounds).insert(round.0, view);
+                self.clone().watch_round(round.0);
+                true
+            }
+            Event::HookCalled {
+                round,
+                server,
+                outcome,
+                latency,
+                ..
+            } => {
+                let mut line =
+                    format!("{server}: {} ({} ms)", outcome.label(), latency.as_millis());
+                if let Some(text) = outcome.text() {
+                    line.push_str(&format!("\n{text}"));
+                }
+                if let Some(view) = lock(&self.rounds).get_mut(&round.0) {
+                    view.lines.push(line);
+                    view.events.push(detail);
+                    view.dirty = true;
+                }
+                true
+            }
+            Event::Decided {
+                round: Some(round),
+                decision,
+            } => {
+                let mut rounds = lock(&self.rounds);
+                // A round with nobody to ask was never shown: nothing to close.
+                let Some(mut view) = rounds.remove(&round.0) else {
+                    return true;
+                };
+                view.lines.push(decision_summary(decision));
+                view.events.push(detail.clone());
+                let mut meta = serde_json::Map::new();
+                meta.insert("sprout/event".into(), detail);
+                meta.insert("sprout/events".into(), Value::Array(view.events.clone()));
+                let raw_output = serde_json::to_value(decision).unwrap_or(Value::Null);
+                let update = if view.announced {
+                    let fields = s::ToolCallUpdateFields::new()
+                        .status(s::ToolCallStatus::Completed)
+                        .content(view.content())
+                        .raw_output(raw_output);
+                    s::SessionUpdate::ToolCallUpdate(
+                        s::ToolCallUpdate::new(round_id(round.0), fields).meta(meta),
+                    )
+                } else {
+                    s::SessionUpdate::ToolCall(
+                        s::ToolCall::new(round_id(round.0), view.title.clone())
+                            .kind(s::ToolKind::Think)
+                            .status(s::ToolCallStatus::Completed)
+                            .raw_input(view.raw_input.clone())
+                            .content(view.content())
+                            .raw_output(raw_output)
+                            .meta(meta),
+                    )
+                };
+                self.emit(update);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Shows a round still running after a window, then its new lines at
+    /// most once a window, until it is decided.
+    fn watch_round(self: Arc<Self>, round: u64) {
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ROUND_WINDOW).await;
+                let mut rounds = lock(&self.rounds);
+                let Some(view) = rounds.get_mut(&round) else {
+                    return;
+                };
+                let mut meta = serde_json::Map::new();
+                meta.insert("sprout/events".into(), Value::Array(view.events.clone()));
+                if !view.announced {
+                    view.announced = true;
+                    view.dirty = false;
+                    let call = s::ToolCall::new(round_id(round), view.title.clone())
+                        .kind(s::ToolKind::Think)
+                        .status(s::ToolCallStatus::InProgress)
+                        .raw_input(view.raw_input.clone())
+                        .content(view.content())
+                        .meta(meta);
+                    self.emit(s::SessionUpdate::ToolCall(call));
+                } else if view.dirty {
+                    view.dirty = false;
+                    let fields = s::ToolCallUpdateFields::new().content(view.content());
+                    self.emit(s::SessionUpdate::ToolCallUpdate(
+                        s::ToolCallUpdate::new(round_id(round), fields).meta(meta),
+                    ));
+                }
+            }
+        });
     }
 }
 
@@ -509,11 +668,26 @@ fn meta_of(event: &(impl Serialize + ?Sized)) -> serde_json::Map<String, Value> 
     meta
 }
 
+/// A round's decision in words, the last line of its tool call.
+fn decision_summary(decision: &hooks_core::PolicyDecision) -> String {
+    match decision {
+        hooks_core::PolicyDecision::ObjectionHonoured {
+            budget_used,
+            budget,
+            ..
+        } => format!("objection honoured (budget {budget_used}/{budget}): the agent goes on"),
+        hooks_core::PolicyDecision::Reinject { servers } => {
+            format!("re-injecting {} answer(s)", servers.len())
+        }
+        hooks_core::PolicyDecision::PromptEnded { reason } => format!("the agent stops: {reason}"),
+    }
+}
+
 fn round_id(round: u64) -> s::ToolCallId {
     s::ToolCallId::new(format!("sprout-hook-round-{round}"))
 }
 
-fn updates(event: &AgentEvent, rounds: &RoundLines) -> Vec<s::SessionUpdate> {
+fn updates(event: &AgentEvent) -> Vec<s::SessionUpdate> {
     match event {
         AgentEvent::AssistantText { text } => vec![s::SessionUpdate::AgentMessageChunk(
             s::ContentChunk::new(text.clone().into()),
@@ -547,7 +721,7 @@ fn updates(event: &AgentEvent, rounds: &RoundLines) -> Vec<s::SessionUpdate> {
                 fields,
             ))]
         }
-        AgentEvent::Hook(hook) => hook_updates(hook, rounds),
+        AgentEvent::Hook(hook) => hook_updates(hook),
         AgentEvent::Compacted { kind, removed, .. } => {
             let text = format!(
                 "[sprout] the context was compacted by {kind} ({removed} messages removed)"
@@ -560,84 +734,11 @@ fn updates(event: &AgentEvent, rounds: &RoundLines) -> Vec<s::SessionUpdate> {
     }
 }
 
-fn hook_updates(event: &Event, rounds: &RoundLines) -> Vec<s::SessionUpdate> {
+/// Hook events other than a round's: server failures and warnings, as
+/// readable thoughts with the event in `_meta`.
+fn hook_updates(event: &Event) -> Vec<s::SessionUpdate> {
     let meta = meta_of(event);
     match event {
-        Event::RoundStarted {
-            round,
-            hook,
-            servers,
-            left_out,
-            ..
-        } => {
-            if servers.is_empty() && left_out.is_empty() {
-                return Vec::new();
-            }
-            let names: Vec<&str> = servers.iter().map(ServerName::as_str).collect();
-            lock(rounds).insert(round.0, Vec::new());
-            let call = s::ToolCall::new(
-                round_id(round.0),
-                format!("{hook} hook: asking {}", names.join(", ")),
-            )
-            .kind(s::ToolKind::Think)
-            .status(s::ToolCallStatus::InProgress)
-            .raw_input(json!({"hook": hook.tool_name(), "servers": names}))
-            .meta(meta);
-            vec![s::SessionUpdate::ToolCall(call)]
-        }
-        Event::HookCalled {
-            round,
-            server,
-            outcome,
-            latency,
-            ..
-        } => {
-            let mut line = format!("{server}: {} ({} ms)", outcome.label(), latency.as_millis());
-            if let Some(text) = outcome.text() {
-                line.push_str(&format!("\n{text}"));
-            }
-            let mut all = lock(rounds);
-            let lines = all.entry(round.0).or_default();
-            lines.push(line);
-            let content: Vec<s::ToolCallContent> = lines.iter().map(|l| l.clone().into()).collect();
-            let fields = s::ToolCallUpdateFields::new().content(content);
-            vec![s::SessionUpdate::ToolCallUpdate(
-                s::ToolCallUpdate::new(round_id(round.0), fields).meta(meta),
-            )]
-        }
-        Event::Decided {
-            round: Some(round),
-            decision,
-        } => {
-            let summary = match decision {
-                hooks_core::PolicyDecision::ObjectionHonoured {
-                    budget_used,
-                    budget,
-                    ..
-                } => {
-                    format!("objection honoured (budget {budget_used}/{budget}): the agent goes on")
-                }
-                hooks_core::PolicyDecision::Reinject { servers } => {
-                    format!("re-injecting {} answer(s)", servers.len())
-                }
-                hooks_core::PolicyDecision::PromptEnded { reason } => {
-                    format!("the agent stops: {reason}")
-                }
-            };
-            // A round with nobody to ask was never announced: nothing to close.
-            let Some(mut lines) = lock(rounds).remove(&round.0) else {
-                return Vec::new();
-            };
-            lines.push(summary);
-            let content: Vec<s::ToolCallContent> = lines.into_iter().map(Into::into).collect();
-            let fields = s::ToolCallUpdateFields::new()
-                .status(s::ToolCallStatus::Completed)
-                .content(content)
-                .raw_output(serde_json::to_value(decision).unwrap_or(Value::Null));
-            vec![s::SessionUpdate::ToolCallUpdate(
-                s::ToolCallUpdate::new(round_id(round.0), fields).meta(meta),
-            )]
-        }
         Event::ServerDown { .. } | Event::Warning(_) => {
             // Readable text for the person; the event itself is in `_meta`.
             let text = match event {
