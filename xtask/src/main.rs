@@ -57,6 +57,7 @@ fn ci() -> Result<(), String> {
         "clippy",
         "--workspace",
         "--all-targets",
+        "--all-features",
         "--locked",
         "--",
         "-D",
@@ -100,11 +101,17 @@ fn ci() -> Result<(), String> {
         npm_ci("acp-node")?;
         npm_ci("conformance")?;
     }
-    let mut test = cargo_command(&["test", "--workspace", "--locked"]);
-    if !skip_node {
-        test.env("SPROUT_TEST_ACP_NODE", "1");
+    if skip_node {
+        cargo(&["test", "--workspace", "--locked"])?;
+    } else {
+        cargo(&[
+            "test",
+            "--workspace",
+            "--locked",
+            "--features",
+            "sprout-tests/acp-node",
+        ])?;
     }
-    run(test, "cargo test --workspace --locked")?;
     if !skip_node {
         conformance()?;
     }

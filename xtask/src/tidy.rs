@@ -43,7 +43,104 @@ pub(crate) fn check(root: &Path) -> Vec<String> {
     core_sources(root, &mut problems);
     layering(root, &mut problems);
     module_docs(root, &mut problems);
+    env_vars_documented(root, &mut problems);
+    architecture_paths(root, &mut problems);
+    no_self_skipping_tests(root, &mut problems);
     problems
+}
+
+/// Every environment variable the CLI reads (`env = "NAME"` in its clap
+/// definitions) is in the README.
+fn env_vars_documented(root: &Path, problems: &mut Vec<String>) {
+    let Some(readme) = read(&root.join("README.md"), problems) else {
+        return;
+    };
+    for file in rust_files(&root.join("crates/sprout-cli/src")) {
+        let Some(text) = read(&file, problems) else {
+            continue;
+        };
+        for (number, line) in text.lines().enumerate() {
+            let Some(rest) = line.split("env = \"").nth(1) else {
+                continue;
+            };
+            let name: String = rest.chars().take_while(|c| *c != '"').collect();
+            if !name.is_empty() && !readme.contains(&name) {
+                problems.push(format!(
+                    "{}:{}: the CLI reads `{name}`, which README.md does not mention: add it \
+                     to the configuration table",
+                    relative(root, &file),
+                    number + 1
+                ));
+            }
+        }
+    }
+}
+
+/// Top-level folders a path in ARCHITECTURE.md may start with.
+const PATH_ROOTS: &[&str] = &["crates/", "xtask/", "tests/", "docs/", ".ci/"];
+
+/// Every path ARCHITECTURE.md names in backticks exists: spans with a `/`
+/// that start with a top-level folder or a crate's name (`hooks-core/src/…`),
+/// or end in a file extension. A bare file name (`lib.rs`) is a name, not a
+/// path, and is not checked.
+fn architecture_paths(root: &Path, problems: &mut Vec<String>) {
+    let Some(text) = read(&root.join("ARCHITECTURE.md"), problems) else {
+        return;
+    };
+    for (n, span) in text.split('`').enumerate() {
+        // Odd pieces are inside backticks.
+        if n % 2 == 0 || span.contains(char::is_whitespace) || !span.contains('/') {
+            continue;
+        }
+        let in_crate = LAYERS.iter().any(|k| span.starts_with(&format!("{k}/")));
+        let file_like = [".rs", ".md", ".toml", ".mjs", ".sh", ".json"]
+            .iter()
+            .any(|ext| span.ends_with(ext));
+        if !(in_crate || file_like || PATH_ROOTS.iter().any(|r| span.starts_with(r))) {
+            continue;
+        }
+        let path = if in_crate {
+            root.join("crates").join(span)
+        } else {
+            root.join(span)
+        };
+        if !path.exists() {
+            problems.push(format!(
+                "ARCHITECTURE.md names `{span}`, which does not exist: write the path from the \
+                 repository root, or update the map"
+            ));
+        }
+    }
+}
+
+/// No test returns early to skip itself (it would pass without running);
+/// a test that needs something optional is compiled only with a feature.
+fn no_self_skipping_tests(root: &Path, problems: &mut Vec<String>) {
+    let mut dirs: Vec<PathBuf> = LAYERS.iter().map(|k| root.join("crates").join(k)).collect();
+    dirs.push(root.join("tests"));
+    for dir in dirs {
+        for file in rust_files(&dir) {
+            let Some(text) = read(&file, problems) else {
+                continue;
+            };
+            let lines: Vec<&str> = text.lines().collect();
+            for (i, line) in lines.iter().enumerate() {
+                let skips = (line.contains("env::var_os(") || line.contains("env::var("))
+                    && (line.contains("is_none()") || line.contains("is_err()"))
+                    && lines[i..lines.len().min(i + 3)]
+                        .iter()
+                        .any(|l| l.trim_start().starts_with("return"));
+                if skips {
+                    problems.push(format!(
+                        "{}:{}: a test returns early when a variable is unset, and so passes \
+                         without running; gate it with a cargo feature instead",
+                        relative(root, &file),
+                        i + 1
+                    ));
+                }
+            }
+        }
+    }
 }
 
 fn read(path: &Path, problems: &mut Vec<String>) -> Option<String> {
@@ -216,7 +313,7 @@ mod tests {
 
     /// The checks themselves catch what they claim to, on a scratch copy.
     #[test]
-    fn tidy_catches_an_impure_core() {
+    fn tidy_catches_what_it_claims_to() {
         let scratch = std::env::temp_dir().join(format!("sprout-tidy-{}", std::process::id()));
         let core = scratch.join("crates/hooks-core");
         fs::create_dir_all(core.join("src")).unwrap();
@@ -231,13 +328,41 @@ mod tests {
             "fn f() { let _ = std::time::Instant::now(); }\n",
         )
         .unwrap();
+        fs::create_dir_all(scratch.join("crates/sprout-cli/src")).unwrap();
+        fs::write(
+            scratch.join("crates/sprout-cli/src/cli.rs"),
+            "//! cli\n#[arg(long, env = \"SPROUT_UNDOCUMENTED\")]\n",
+        )
+        .unwrap();
+        fs::write(scratch.join("README.md"), "# nothing here\n").unwrap();
+        fs::write(
+            scratch.join("ARCHITECTURE.md"),
+            "See `crates/hooks-core/src/lib.rs` and `tests/nowhere.rs`.\n",
+        )
+        .unwrap();
+        fs::create_dir_all(scratch.join("tests/tests")).unwrap();
+        fs::write(
+            scratch.join("tests/tests/skip.rs"),
+            "//! t\n#[test]\nfn t() {\n    if std::env::var_os(\"X\").is_none() {\n        return;\n    }\n}\n",
+        )
+        .unwrap();
         let mut problems = Vec::new();
         core_dependencies(&scratch, &mut problems);
         core_sources(&scratch, &mut problems);
         module_docs(&scratch, &mut problems);
+        env_vars_documented(&scratch, &mut problems);
+        architecture_paths(&scratch, &mut problems);
+        no_self_skipping_tests(&scratch, &mut problems);
         fs::remove_dir_all(&scratch).unwrap();
         let text = problems.join("\n");
-        assert_eq!(problems.len(), 4, "{text}");
+        assert_eq!(problems.len(), 7, "{text}");
+        assert!(text.contains("reads `SPROUT_UNDOCUMENTED`"), "{text}");
+        assert!(text.contains("names `tests/nowhere.rs`"), "{text}");
+        assert!(
+            !text.contains("names `crates/hooks-core/src/lib.rs`"),
+            "{text}"
+        );
+        assert!(text.contains("returns early"), "{text}");
         assert!(text.contains("depends on `tokio`"), "{text}");
         assert!(
             !text.contains("proptest"),
