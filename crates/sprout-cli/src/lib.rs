@@ -1,5 +1,5 @@
-//! `sprout-cli`: the `sprout` command line, as a library so that tests can
-//! drive it in process; `main.rs` only calls [`main_with`].
+//! `sprout-cli`: the `sprout` command line. `main.rs` only calls
+//! [`main_with`]; the end-to-end tests run the built binary, as a user would.
 //!
 //! - [`cli`]: commands, flags and their environment variables.
 //! - [`settings`]: validated settings, and the exit-2 messages for bad ones.
