@@ -16,7 +16,8 @@ cargo xtask TASK
 
 Tasks:
   ci      what CI runs: format check, clippy with warnings denied, agent-loop
-          without MCP, tidy, all tests, the MCP conformance suite
+          without MCP, docs with warnings denied, tidy, all tests, the MCP
+          conformance suite
   tidy    the architecture checks alone (hooks-core stays pure, module docs, ...)
   bench   the benchmarks, printed as a table; --out FILE writes them as JSON;
           --quick runs a short smoke pass on a debug build (figures not meaningful)
@@ -87,6 +88,11 @@ fn ci() -> Result<(), String> {
         "--example",
         "custom_gateway",
     ])?;
+    // The API docs build without a warning: rule ids such as \[T4\] are
+    // written escaped, so they render as text, not as broken links.
+    let mut doc = cargo_command(&["doc", "--no-deps", "--workspace", "--locked"]);
+    doc.env("RUSTDOCFLAGS", "-D warnings");
+    run(doc, "RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --workspace --locked")?;
     tidy_task()?;
     // Checks that need Node.js packages from npm: the ACP interop test (the
     // official TypeScript SDK) and the MCP conformance suite. Where npm cannot

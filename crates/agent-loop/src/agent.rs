@@ -52,7 +52,7 @@ impl Default for AgentSettings {
 /// How a prompt ended.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PromptOutcome {
-    /// Why it ended [S5].
+    /// Why it ended \[S5\].
     pub reason: EndReason,
     /// Detail, for errors.
     pub detail: Option<String>,
@@ -328,7 +328,7 @@ impl<G: Gateway> Agent<G> {
 
     /// Compacts when the next request would pass the threshold: a summary
     /// handoff, or truncation when that fails or the handoff cap is reached;
-    /// then the `_PostCompact` round [P1]-[P3]. `Err` only for a policy error.
+    /// then the `_PostCompact` round \[P1\]-\[P3\]. `Err` only for a policy error.
     async fn compact_if_needed(
         &mut self,
         original: &str,

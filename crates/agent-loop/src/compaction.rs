@@ -1,5 +1,5 @@
 //! Compaction decisions as pure functions: when to compact, where truncation
-//! may cut, and what the fresh history holds [P2].
+//! may cut, and what the fresh history holds \[P2\].
 //!
 //! The loop does the IO (the summary request, the `_PostCompact` round); this
 //! module only computes.
@@ -102,7 +102,7 @@ pub const SUMMARY_PROMPT: &str = "The conversation is about to be compacted to f
 Write a summary that lets you continue the work from it alone: the task, what has been done, what was \
 learned (files, commands, results), what remains, and any commitments made. Answer with the summary only.";
 
-/// The fresh history after a summary handoff [P2]: one user message with the
+/// The fresh history after a summary handoff \[P2\]: one user message with the
 /// summary and the original task, the `_PostCompact` pairs, then the current
 /// prompt.
 pub fn fresh_after_summary(
@@ -122,7 +122,7 @@ pub fn fresh_after_summary(
 }
 
 /// The fresh history after truncation: a preamble with the original task and
-/// the current prompt, the kept tail, then the `_PostCompact` pairs [P1].
+/// the current prompt, the kept tail, then the `_PostCompact` pairs \[P1\].
 pub fn fresh_after_truncation(
     history: &[Message],
     cut: usize,

@@ -1,4 +1,4 @@
-//! The loop's event stream [O1], [O2]: one stream, shown to a person by the
+//! The loop's event stream \[O1\], \[O2\]: one stream, shown to a person by the
 //! CLI and written as JSON Lines by `--json`.
 
 use std::time::Duration;
@@ -70,7 +70,7 @@ pub enum AgentEvent {
         #[serde(rename = "latency_ms", serialize_with = "ms")]
         latency: Duration,
     },
-    /// Hook text was injected as a synthetic call/result pair [I1].
+    /// Hook text was injected as a synthetic call/result pair \[I1\].
     Injected {
         /// `_Stop` or `_PostCompact`.
         hook: String,
@@ -78,7 +78,7 @@ pub enum AgentEvent {
         server: String,
         /// The synthetic call's tool name.
         tool_name: String,
-        /// The envelope [I2].
+        /// The envelope \[I2\].
         content: String,
     },
     /// The history was compacted.
@@ -94,7 +94,7 @@ pub enum AgentEvent {
         /// Why a summary was not used, if it was not.
         note: Option<String>,
     },
-    /// The prompt ended [S5].
+    /// The prompt ended \[S5\].
     PromptEnded {
         /// Why.
         reason: EndReason,
@@ -103,7 +103,7 @@ pub enum AgentEvent {
         /// Model rounds in this prompt.
         rounds: u32,
     },
-    /// A hook or policy event from the core [O1], serialised as the core's
+    /// A hook or policy event from the core \[O1\], serialised as the core's
     /// own event (its names do not clash with the loop's).
     #[serde(untagged)]
     Hook(hooks_core::Event),

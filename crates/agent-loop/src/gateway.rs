@@ -17,7 +17,7 @@ use crate::message::ToolCall;
 /// A tool as the model is offered it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ToolDef {
-    /// Its name as the model sees it (`S__T` for an MCP tool [N2]).
+    /// Its name as the model sees it (`S__T` for an MCP tool \[N2\]).
     pub name: String,
     /// What it does, for the model.
     pub description: Option<String>,
@@ -77,7 +77,7 @@ pub struct ToolReport {
 /// Tools and hooks, as the loop sees them.
 #[async_trait]
 pub trait Gateway: Send {
-    /// The tools to offer the model now; never a hook [H2].
+    /// The tools to offer the model now; never a hook \[H2\].
     fn model_tools(&mut self) -> Vec<ToolDef>;
 
     /// A prompt begins.
@@ -93,7 +93,7 @@ pub trait Gateway: Send {
     /// Runs one turn's tool calls, at most `settings.concurrency` at once,
     /// and returns one report per call, in call order. A call to a hook or to
     /// an unknown tool is answered `unknown tool: NAME` and sent nowhere
-    /// [H3]. On cancellation, unfinished calls are answered as cancelled.
+    /// \[H3\]. On cancellation, unfinished calls are answered as cancelled.
     async fn call_tools(
         &mut self,
         calls: &[ToolCall],

@@ -9,9 +9,9 @@
 //!   bring your own gateway (`examples/custom_gateway.rs`).
 //! - [`agent`]: [`Agent::run_prompt`], the loop itself.
 //! - [`compaction`]: pure decisions: when to compact, where to cut, the fresh
-//!   history [P2].
-//! - [`message`]: the provider-neutral history and the hook pairs [I1].
-//! - [`event`]: the one event stream [O1], [O2].
+//!   history \[P2\].
+//! - [`message`]: the provider-neutral history and the hook pairs \[I1\].
+//! - [`event`]: the one event stream \[O1\], \[O2\].
 //!
 //! The loop decides nothing about hooks itself: whether to stop, continue or
 //! inject comes from `hooks-core` through the gateway.

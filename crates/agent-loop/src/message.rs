@@ -8,7 +8,7 @@
 use hooks_core::Injection;
 use serde::{Deserialize, Serialize};
 
-/// One tool call the model made (or that the agent made for a hook [I1]).
+/// One tool call the model made (or that the agent made for a hook \[I1\]).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ToolCall {
     /// Unique in the session.
@@ -76,8 +76,8 @@ impl Message {
     }
 }
 
-/// The synthetic pair of one hook answer [I1]: an assistant call with `{}`
-/// and its tool result holding the JSON envelope [I2].
+/// The synthetic pair of one hook answer \[I1\]: an assistant call with `{}`
+/// and its tool result holding the JSON envelope \[I2\].
 pub fn injection_pair(injection: &Injection) -> [Message; 2] {
     [
         Message::Assistant {

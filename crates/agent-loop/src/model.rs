@@ -15,7 +15,7 @@ pub struct ModelRequest<'a> {
     pub system: &'a str,
     /// The history.
     pub messages: &'a [Message],
-    /// Tools the model may call; never a hook [H2].
+    /// Tools the model may call; never a hook \[H2\].
     pub tools: &'a [ToolDef],
 }
 
@@ -35,7 +35,7 @@ pub struct ModelResponse {
     pub text: String,
     /// Tools it called, in order.
     pub tool_calls: Vec<ToolCall>,
-    /// Why it stopped, mapped explicitly per provider [S1].
+    /// Why it stopped, mapped explicitly per provider \[S1\].
     pub stop: StopReason,
     /// Token counts, if reported.
     pub usage: Option<Usage>,

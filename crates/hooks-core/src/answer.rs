@@ -1,10 +1,10 @@
-//! Reading a hook's answer: [R1]-[R4].
+//! Reading a hook's answer: \[R1\]-\[R4\].
 //!
 //! The shell reduces whatever came back from a server to a [`HookReply`]: the
 //! result's content parts, an error result, a JSON-RPC error, a transport
 //! failure or a crash. Timeouts are not replies: the core decides them itself
 //! from the deadlines it set. [`Outcome`] is what the core concluded, one per
-//! call, as the events of [O1] report it.
+//! call, as the events of \[O1\] report it.
 
 use crate::prelude::*;
 
@@ -14,7 +14,7 @@ use serde::Serialize;
 
 use crate::name::HookPoint;
 
-/// The most text kept from one server's answer to one call, in bytes [R4].
+/// The most text kept from one server's answer to one call, in bytes \[R4\].
 pub const MAX_ANSWER_BYTES: usize = 16 * 1024;
 
 /// One content item of a `tools/call` result.
@@ -22,7 +22,7 @@ pub const MAX_ANSWER_BYTES: usize = 16 * 1024;
 pub enum ReplyPart {
     /// A text item.
     Text(String),
-    /// An image, audio, resource or anything else: ignored [R1].
+    /// An image, audio, resource or anything else: ignored \[R1\].
     Other,
 }
 
@@ -31,55 +31,55 @@ pub enum ReplyPart {
 pub enum HookReply {
     /// A result without `isError`.
     Result(Vec<ReplyPart>),
-    /// A result with `isError: true` [R3].
+    /// A result with `isError: true` \[R3\].
     ErrorResult(Vec<ReplyPart>),
-    /// A JSON-RPC error response [R3].
+    /// A JSON-RPC error response \[R3\].
     RpcError {
         /// The JSON-RPC error code.
         code: i64,
         /// Its message.
         message: String,
     },
-    /// The request could not be sent or its answer not read [R3].
+    /// The request could not be sent or its answer not read \[R3\].
     TransportFailed(String),
-    /// The server process died, or its session closed, during the call [R3].
+    /// The server process died, or its session closed, during the call \[R3\].
     Crashed,
 }
 
-/// How one hook call ended: the outcome field of the [O1] event.
+/// How one hook call ended: the outcome field of the \[O1\] event.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
-    /// `_Stop` answered non-empty text: an objection [S4].
+    /// `_Stop` answered non-empty text: an objection \[S4\].
     Objection {
-        /// The text, capped [R4].
+        /// The text, capped \[R4\].
         text: String,
     },
-    /// `_PostCompact` answered non-empty text: to be injected [P2].
+    /// `_PostCompact` answered non-empty text: to be injected \[P2\].
     Injection {
-        /// The text, capped [R4].
+        /// The text, capped \[R4\].
         text: String,
     },
-    /// Empty or whitespace-only text: nothing [R2].
+    /// Empty or whitespace-only text: nothing \[R2\].
     Empty,
-    /// The call failed; nothing [R3].
+    /// The call failed; nothing \[R3\].
     Error {
         /// Which kind of failure.
         kind: ErrorKind,
         /// What the server or transport said, capped.
         detail: String,
     },
-    /// No answer by the deadline; the call was cancelled [T2].
+    /// No answer by the deadline; the call was cancelled \[T2\].
     Timeout,
-    /// No answer by the deadline, the server's second in a row: it was killed [T3].
+    /// No answer by the deadline, the server's second in a row: it was killed \[T3\].
     Killed,
-    /// The server died during the call [R3].
+    /// The server died during the call \[R3\].
     Crashed,
-    /// The prompt was cancelled while the call was in flight [T5].
+    /// The prompt was cancelled while the call was in flight \[T5\].
     Cancelled,
 }
 
-/// The kinds of failed call that [R3] keeps apart.
+/// The kinds of failed call that \[R3\] keeps apart.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
@@ -92,7 +92,7 @@ pub enum ErrorKind {
 }
 
 impl Outcome {
-    /// Reads `reply` to a call of `hook` [R1]-[R4].
+    /// Reads `reply` to a call of `hook` \[R1\]-\[R4\].
     pub fn read(hook: HookPoint, reply: HookReply) -> Outcome {
         match reply {
             HookReply::Result(parts) => match answer_text(&parts) {
@@ -119,7 +119,7 @@ impl Outcome {
     }
 
     /// Whether the call ran to an answer of any kind (text, error result,
-    /// JSON-RPC error): such a call resets the timeout counter [T3].
+    /// JSON-RPC error): such a call resets the timeout counter \[T3\].
     pub fn completed(&self) -> bool {
         match self {
             Outcome::Objection { .. } | Outcome::Injection { .. } | Outcome::Empty => true,
@@ -161,8 +161,8 @@ impl fmt::Display for ErrorKind {
     }
 }
 
-/// The answer text of a result: its text items concatenated in order [R1],
-/// `None` when that is empty or only whitespace [R2], else capped [R4].
+/// The answer text of a result: its text items concatenated in order \[R1\],
+/// `None` when that is empty or only whitespace \[R2\], else capped \[R4\].
 pub fn answer_text(parts: &[ReplyPart]) -> Option<String> {
     let mut text = String::new();
     for part in parts {
@@ -178,7 +178,7 @@ pub fn answer_text(parts: &[ReplyPart]) -> Option<String> {
 }
 
 /// Cuts `text` to at most [`MAX_ANSWER_BYTES`] on a UTF-8 boundary and, if it
-/// cut anything, appends a marker saying how many bytes went [R4].
+/// cut anything, appends a marker saying how many bytes went \[R4\].
 pub fn cap(text: String) -> String {
     cut(text, MAX_ANSWER_BYTES, "hook answer")
 }

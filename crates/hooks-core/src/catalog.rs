@@ -1,6 +1,6 @@
 //! Sorting one server's tool listing into model tools and hooks.
 //!
-//! Rules [N2]-[N4], [H1]-[H4]. The input is the list of bare tool names a
+//! Rules \[N2\]-\[N4\], \[H1\]-\[H4\]. The input is the list of bare tool names a
 //! server answered to `tools/list`, in its order; the output is what the model
 //! may see, which hook points the server offers, and the warnings an operator
 //! should read. Descriptions and schemas stay with the shell, keyed by bare
@@ -17,22 +17,22 @@ use crate::name::{self, HookPoint, ModelNameProblem, ServerName};
 pub struct ModelTool {
     /// The name the server knows it by.
     pub bare: String,
-    /// The name the model knows it by: `S__T` [N2].
+    /// The name the model knows it by: `S__T` \[N2\].
     pub qualified: String,
 }
 
-/// One server's tools, sorted [H1].
+/// One server's tools, sorted \[H1\].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ServerTools {
-    /// Tools offered to the model, in listing order; never a hook [H2].
+    /// Tools offered to the model, in listing order; never a hook \[H2\].
     pub model_tools: Vec<ModelTool>,
-    /// Known hook points this server lists [H4].
+    /// Known hook points this server lists \[H4\].
     pub hooks: Vec<HookPoint>,
 }
 
 impl ServerTools {
     /// Sorts the listing of `server`, returning its tools and the warnings of
-    /// [N3], [N4] and [H4], in listing order.
+    /// \[N3\], \[N4\] and \[H4\], in listing order.
     pub fn sort<S: AsRef<str>>(server: &ServerName, listing: &[S]) -> (ServerTools, Vec<Warning>) {
         let mut tools = ServerTools::default();
         let mut warnings = Vec::new();
@@ -90,7 +90,7 @@ impl ServerTools {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "warning", rename_all = "snake_case")]
 pub enum Warning {
-    /// A tool whose qualified name model APIs would refuse; not offered [N3].
+    /// A tool whose qualified name model APIs would refuse; not offered \[N3\].
     ToolNotOffered {
         /// Its server.
         server: ServerName,
@@ -99,14 +99,14 @@ pub enum Warning {
         /// Why.
         problem: ModelNameProblem,
     },
-    /// A server listed the same bare name twice; the second was dropped [N4].
+    /// A server listed the same bare name twice; the second was dropped \[N4\].
     DuplicateTool {
         /// Its server.
         server: ServerName,
         /// The repeated name.
         tool: String,
     },
-    /// A `_` tool that is no known hook point: hidden and never called [H4].
+    /// A `_` tool that is no known hook point: hidden and never called \[H4\].
     UnknownHook {
         /// Its server.
         server: ServerName,
@@ -115,7 +115,7 @@ pub enum Warning {
         /// The hook point it differs from only in case, if any.
         did_you_mean: Option<HookPoint>,
     },
-    /// An `MCP_HOOK_SERVERS` entry that names no configured server [A3].
+    /// An `MCP_HOOK_SERVERS` entry that names no configured server \[A3\].
     UnknownAllowlistEntry {
         /// The entry.
         name: String,

@@ -1,4 +1,4 @@
-//! Validated hook configuration: [A1]-[A2], [C1]-[C2].
+//! Validated hook configuration: \[A1\]-\[A2\], \[C1\]-\[C2\].
 //!
 //! Values arrive as the strings an operator wrote (an environment variable or a
 //! command-line flag); reading the environment is the shell's job. A value that
@@ -10,11 +10,11 @@ use crate::prelude::*;
 use core::fmt;
 use core::time::Duration;
 
-/// Environment variable: which servers may hook [A1]-[A2].
+/// Environment variable: which servers may hook \[A1\]-\[A2\].
 pub const ENV_HOOK_SERVERS: &str = "MCP_HOOK_SERVERS";
-/// Environment variable: per-hook call deadline in milliseconds [C1].
+/// Environment variable: per-hook call deadline in milliseconds \[C1\].
 pub const ENV_HOOK_TIMEOUT_MS: &str = "SPROUT_AGENT_HOOK_TIMEOUT_MS";
-/// Environment variable: session-wide `_Stop` objection budget [C2].
+/// Environment variable: session-wide `_Stop` objection budget \[C2\].
 pub const ENV_STOP_MAX_REJECTIONS: &str = "SPROUT_AGENT_STOP_MAX_REJECTIONS";
 
 /// A configuration value that was refused.
@@ -57,10 +57,10 @@ impl fmt::Display for ConfigError {
 
 impl core::error::Error for ConfigError {}
 
-/// Which servers may hook [A1]-[A2].
+/// Which servers may hook \[A1\]-\[A2\].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub enum Allowlist {
-    /// No server may hook [A1]. The default.
+    /// No server may hook \[A1\]. The default.
     #[default]
     Off,
     /// Every configured server may hook (`*`).
@@ -72,11 +72,11 @@ pub enum Allowlist {
 impl Allowlist {
     /// Parses the value of `MCP_HOOK_SERVERS`.
     ///
-    /// Unset, empty, or only blanks and commas: [`Allowlist::Off`] [A1]. `*`:
-    /// [`Allowlist::All`]. Otherwise comma-separated names, trimmed [A2]. `*`
+    /// Unset, empty, or only blanks and commas: [`Allowlist::Off`] \[A1\]. `*`:
+    /// [`Allowlist::All`]. Otherwise comma-separated names, trimmed \[A2\]. `*`
     /// together with names is an error. Names are not checked against the
     /// server name rules here: a listed name that matches no configured server
-    /// is a warning at start-up [A3], whatever the reason.
+    /// is a warning at start-up \[A3\], whatever the reason.
     pub fn parse(value: &str) -> Result<Allowlist, ConfigError> {
         let mut star = false;
         let mut names: Vec<String> = Vec::new();
@@ -115,7 +115,7 @@ impl Allowlist {
     }
 }
 
-/// The per-hook call deadline [C1]: 1 to 600000 ms, default 2500.
+/// The per-hook call deadline \[C1\]: 1 to 600000 ms, default 2500.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct HookTimeout(
     // Invariant: within MIN..=MAX milliseconds.
@@ -160,7 +160,7 @@ impl Default for HookTimeout {
     }
 }
 
-/// The session-wide `_Stop` objection budget [S3], [C2]: 0 to 1000, default 3.
+/// The session-wide `_Stop` objection budget \[S3\], \[C2\]: 0 to 1000, default 3.
 /// Zero disables `_Stop`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct StopBudget(
@@ -228,7 +228,7 @@ pub struct HookConfig {
 
 impl HookConfig {
     /// Builds the configuration from the three settings' raw values, `None`
-    /// where unset. Command-line flags that override them [C3] are the shell's
+    /// where unset. Command-line flags that override them \[C3\] are the shell's
     /// business: it passes the winning value and, on error, renames the setting
     /// with [`ConfigError::for_setting`].
     pub fn from_values(

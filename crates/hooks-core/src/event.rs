@@ -1,7 +1,7 @@
-//! What the core reports: the events of [O1], and the reasons of [S5].
+//! What the core reports: the events of \[O1\], and the reasons of \[S5\].
 //!
 //! Events are data for people and machines: the CLI prints them, `--json`
-//! serialises them, and both read the same values [O2]. They never steer the
+//! serialises them, and both read the same values \[O2\]. They never steer the
 //! loop; [`crate::Decision`] does.
 
 use crate::prelude::*;
@@ -19,7 +19,7 @@ use crate::time::Time;
 /// Why the model says it stopped, mapped by the provider adapter.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum StopReason {
-    /// The model finished its turn: the only gated reason [S1].
+    /// The model finished its turn: the only gated reason \[S1\].
     EndTurn,
     /// The model asked for tools.
     ToolUse,
@@ -47,20 +47,20 @@ impl StopReason {
     }
 }
 
-/// Why a prompt ended [S5]. Every prompt ends with exactly one.
+/// Why a prompt ended \[S5\]. Every prompt ends with exactly one.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum EndReason {
     /// `_Stop` was called and nobody objected.
     NoObjection,
-    /// Hooks are off [A1]: `_Stop` was not called.
+    /// Hooks are off \[A1\]: `_Stop` was not called.
     HooksOff,
-    /// The session's `_Stop` budget is spent (or is 0) [S3].
+    /// The session's `_Stop` budget is spent (or is 0) \[S3\].
     BudgetSpent,
-    /// The model ended again right after an objection [S2].
+    /// The model ended again right after an objection \[S2\].
     Declined,
-    /// The model stopped for a reason that is never gated [S1].
+    /// The model stopped for a reason that is never gated \[S1\].
     Model(StopReason),
-    /// The person cancelled the prompt [T5].
+    /// The person cancelled the prompt \[T5\].
     Cancelled,
     /// The loop's round limit was reached.
     MaxRounds,
@@ -128,7 +128,7 @@ impl fmt::Display for RoundId {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "cause", content = "detail")]
 pub enum DownCause {
-    /// Killed after its second consecutive hook timeout [T3].
+    /// Killed after its second consecutive hook timeout \[T3\].
     Killed,
     /// Its process or session ended on its own.
     Crashed(String),
@@ -136,11 +136,11 @@ pub enum DownCause {
     StartFailed(String),
 }
 
-/// One policy decision, with its reason [O1].
+/// One policy decision, with its reason \[O1\].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum PolicyDecision {
-    /// At least one `_Stop` objection: the loop goes on [S4].
+    /// At least one `_Stop` objection: the loop goes on \[S4\].
     ObjectionHonoured {
         /// The servers that objected, in configuration order.
         servers: Vec<ServerName>,
@@ -149,19 +149,19 @@ pub enum PolicyDecision {
         /// The session's budget.
         budget: u32,
     },
-    /// `_PostCompact` answers to inject (possibly none) [P2].
+    /// `_PostCompact` answers to inject (possibly none) \[P2\].
     Reinject {
         /// The servers whose text is injected, in configuration order.
         servers: Vec<ServerName>,
     },
-    /// The prompt ends [S5].
+    /// The prompt ends \[S5\].
     PromptEnded {
         /// Why.
         reason: EndReason,
     },
 }
 
-/// Everything the core reports [O1].
+/// Everything the core reports \[O1\].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
@@ -174,13 +174,13 @@ pub enum Event {
         /// The servers called, in configuration order.
         servers: Vec<ServerName>,
         /// Allowlisted servers listing the hook that were left out because they
-        /// are down [T4].
+        /// are down \[T4\].
         left_out: Vec<ServerName>,
-        /// When every call's deadline falls [T1].
+        /// When every call's deadline falls \[T1\].
         #[serde(serialize_with = "ser_time_ms")]
         deadline: Time,
     },
-    /// One hook call ended [O1].
+    /// One hook call ended \[O1\].
     HookCalled {
         /// Its round.
         round: RoundId,
@@ -195,7 +195,7 @@ pub enum Event {
         #[serde(rename = "latency_ms", serialize_with = "ser_duration_ms")]
         latency: Duration,
     },
-    /// A policy decision [O1].
+    /// A policy decision \[O1\].
     Decided {
         /// The round it ended, if a round was run.
         round: Option<RoundId>,
@@ -210,7 +210,7 @@ pub enum Event {
         /// Why.
         #[serde(flatten)]
         cause: DownCause,
-        /// Kills, crashes and failed starts so far in the session [T4].
+        /// Kills, crashes and failed starts so far in the session \[T4\].
         failures: u32,
         /// When a restart may be tried, or `None` when it is retired for the
         /// session.

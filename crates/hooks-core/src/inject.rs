@@ -1,5 +1,5 @@
 //! The synthetic call/result pairs that carry hook text into the history:
-//! [I1]-[I3].
+//! \[I1\]-\[I3\].
 //!
 //! Hook text never becomes a system or user message. Each non-empty answer is
 //! an assistant tool call named `S___Stop` (or `S___PostCompact`) with
@@ -13,11 +13,11 @@ use serde::Serialize;
 
 use crate::name::{self, HookPoint, ServerName};
 
-/// Arguments of every synthetic hook call [H5].
+/// Arguments of every synthetic hook call \[H5\].
 pub const HOOK_ARGUMENTS: &str = "{}";
 
 /// One hook answer, ready to be appended to the history as a call and its
-/// result [I1].
+/// result \[I1\].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct Injection {
     /// The hook that answered.
@@ -30,7 +30,7 @@ pub struct Injection {
     pub call_id: String,
     /// The synthetic call's tool name: `S___Stop` or `S___PostCompact`.
     pub tool_name: String,
-    /// The tool result's content: the JSON envelope of [I2].
+    /// The tool result's content: the JSON envelope of \[I2\].
     pub content: String,
 }
 
@@ -66,7 +66,7 @@ impl Injection {
         }
     }
 
-    /// The synthetic call's arguments, `{}` [H5].
+    /// The synthetic call's arguments, `{}` \[H5\].
     pub fn arguments(&self) -> &'static str {
         HOOK_ARGUMENTS
     }

@@ -8,7 +8,7 @@
 //! after the context was compacted (its text is re-injected). Hooks are
 //! advisory: a per-call deadline, a per-session objection budget and the
 //! "model declined twice" rule keep a slow, buggy or hostile hook from trapping
-//! the agent. The rule ids in brackets (`[S3]`) are those of the project's
+//! the agent. The rule ids in brackets (`\[S3\]`) are those of the project's
 //! `SEMANTICS.md`.
 //!
 //! This crate makes every decision of that policy and nothing else.
@@ -87,16 +87,16 @@
 //!
 //! # Map
 //!
-//! - [`name`]: server names, qualified tool names, hook points [N1]-[N3], [H1].
-//! - [`config`]: the allowlist, the deadline and the budget, validated [A1]-[A2],
-//!   [C1]-[C2].
+//! - [`name`]: server names, qualified tool names, hook points \[N1\]-\[N3\], \[H1\].
+//! - [`config`]: the allowlist, the deadline and the budget, validated \[A1\]-\[A2\],
+//!   \[C1\]-\[C2\].
 //! - [`catalog`]: sorting a listing into model tools and hooks, with warnings
-//!   [N3], [N4], [H2], [H4].
-//! - [`answer`]: reading a reply into an [`Outcome`] [R1]-[R4].
-//! - [`inject`]: the synthetic call/result pairs [I1]-[I2].
-//! - [`event`]: events and reasons [O1], [S5].
+//!   \[N3\], \[N4\], \[H2\], \[H4\].
+//! - [`answer`]: reading a reply into an [`Outcome`] \[R1\]-\[R4\].
+//! - [`inject`]: the synthetic call/result pairs \[I1\]-\[I2\].
+//! - [`event`]: events and reasons \[O1\], \[S5\].
 //! - [`session`]: the state machine: rounds, the `_Stop` and `_PostCompact`
-//!   policy, deadlines, kills and restarts [S1]-[S6], [P1]-[P3], [T1]-[T5].
+//!   policy, deadlines, kills and restarts \[S1\]-\[S6\], \[P1\]-\[P3\], \[T1\]-\[T5\].
 
 #![no_std]
 // The policy needs strings, vectors and queues, nothing from the OS: with

@@ -1,6 +1,6 @@
 //! Names: servers, hooks, and the qualified tool names the model sees.
 //!
-//! Rules [N1]-[N3] and [H1] of SEMANTICS.md. Nothing here knows about servers
+//! Rules \[N1\]-\[N3\] and \[H1\] of SEMANTICS.md. Nothing here knows about servers
 //! being up or down, or about the allowlist: that is [`crate::catalog`] and
 //! [`crate::session`].
 
@@ -10,20 +10,20 @@ use core::fmt;
 
 use serde::{Serialize, Serializer};
 
-/// Separator between server and bare tool name in a model-visible name [N2].
+/// Separator between server and bare tool name in a model-visible name \[N2\].
 pub const SEPARATOR: &str = "__";
 
-/// Longest model-visible tool name the model APIs accept [N3].
+/// Longest model-visible tool name the model APIs accept \[N3\].
 pub const MAX_MODEL_NAME_LEN: usize = 64;
 
-/// Longest valid server name [N1].
+/// Longest valid server name \[N1\].
 pub const MAX_SERVER_NAME_LEN: usize = 32;
 
-/// A validated server name: its configuration key [N1].
+/// A validated server name: its configuration key \[N1\].
 ///
 /// Valid names match `[A-Za-z0-9_-]{1,32}`, contain no `__`, and do not end in
-/// `_`. The last condition is ours, not [N1]'s: with it, the first `__` of a
-/// qualified name `S__T` is always the separator, so splitting [N2] is the exact
+/// `_`. The last condition is ours, not \[N1\]'s: with it, the first `__` of a
+/// qualified name `S__T` is always the separator, so splitting \[N2\] is the exact
 /// inverse of qualifying. Without it, server `a_` with tool `Stop` and server
 /// `a` with hook `_Stop` would both be `a___Stop`.
 #[derive(Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -32,7 +32,7 @@ pub struct ServerName(
     String,
 );
 
-/// Why a server name was refused [N1].
+/// Why a server name was refused \[N1\].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerNameError {
     /// The name as given.
@@ -55,7 +55,7 @@ impl fmt::Display for ServerNameError {
 impl core::error::Error for ServerNameError {}
 
 impl ServerName {
-    /// Validates `name` as a server name [N1].
+    /// Validates `name` as a server name \[N1\].
     pub fn new(name: impl Into<String>) -> Result<ServerName, ServerNameError> {
         let name = name.into();
         match Self::check(&name) {
@@ -112,12 +112,12 @@ fn is_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
 }
 
-/// Whether a bare tool name is a hook: it starts with `_` [H1].
+/// Whether a bare tool name is a hook: it starts with `_` \[H1\].
 pub fn is_hook_name(bare: &str) -> bool {
     bare.starts_with('_')
 }
 
-/// The model-visible name of tool `bare` of `server`: `S__T` [N2].
+/// The model-visible name of tool `bare` of `server`: `S__T` \[N2\].
 pub fn qualify(server: &ServerName, bare: &str) -> String {
     let mut name = String::with_capacity(server.0.len() + SEPARATOR.len() + bare.len());
     name.push_str(&server.0);
@@ -127,13 +127,13 @@ pub fn qualify(server: &ServerName, bare: &str) -> String {
 }
 
 /// Splits a model-visible name at its first `__` into server and bare name
-/// [N2]. `None` when there is no `__` or either side is empty.
+/// \[N2\]. `None` when there is no `__` or either side is empty.
 pub fn split_qualified(name: &str) -> Option<(&str, &str)> {
     let (server, bare) = name.split_once(SEPARATOR)?;
     (!server.is_empty() && !bare.is_empty()).then_some((server, bare))
 }
 
-/// Why a qualified name cannot be offered to the model [N3].
+/// Why a qualified name cannot be offered to the model \[N3\].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum ModelNameProblem {
@@ -167,7 +167,7 @@ impl fmt::Display for ModelNameProblem {
     }
 }
 
-/// Checks that `qualified` (made by [`qualify`]) is acceptable to model APIs [N3].
+/// Checks that `qualified` (made by [`qualify`]) is acceptable to model APIs \[N3\].
 pub fn check_model_name(qualified: &str, bare: &str) -> Result<(), ModelNameProblem> {
     if bare.is_empty() {
         return Err(ModelNameProblem::EmptyBareName);
@@ -186,7 +186,7 @@ pub fn check_model_name(qualified: &str, bare: &str) -> Result<(), ModelNameProb
     Ok(())
 }
 
-/// A hook point the agent calls [H4].
+/// A hook point the agent calls \[H4\].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum HookPoint {
     /// `_Stop`: the model wants to end its turn.

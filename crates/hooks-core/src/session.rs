@@ -7,9 +7,9 @@
 //! [`Session::handle_timeout`] then.
 //!
 //! What it decides: which servers to call for a hook round and by when
-//! [T1]; what their answers mean [R1]-[R4]; whether the prompt goes on or ends,
-//! and why [S1]-[S5]; what to inject [I1]-[I3], [P1]-[P3]; which call to cancel,
-//! which server to kill, and when a server may be restarted [T2]-[T5].
+//! \[T1\]; what their answers mean \[R1\]-\[R4\]; whether the prompt goes on or ends,
+//! and why \[S1\]-\[S5\]; what to inject \[I1\]-\[I3\], \[P1\]-\[P3\]; which call to cancel,
+//! which server to kill, and when a server may be restarted \[T2\]-\[T5\].
 //!
 //! What it does not do: start processes, send requests, keep the history, or
 //! read a clock. Those belong to the driver (`hooks-mcp`) and the loop
@@ -30,13 +30,13 @@ use crate::name::{self, HookPoint, ServerName};
 use crate::time::Time;
 
 /// Kills, crashes and failed starts a server may have in one session before
-/// it stays down [T4].
+/// it stays down \[T4\].
 pub const FAILURE_LIMIT: u32 = 3;
 
-/// The wait before the first restart; it doubles with each failure [T4].
+/// The wait before the first restart; it doubles with each failure \[T4\].
 pub const RESTART_BACKOFF: Duration = Duration::from_millis(250);
 
-/// Consecutive hook timeouts that get a server killed [T3].
+/// Consecutive hook timeouts that get a server killed \[T3\].
 const TIMEOUTS_TO_KILL: u32 = 2;
 
 /// A server, by its position in configuration order.
@@ -56,7 +56,7 @@ impl fmt::Display for CallId {
 /// Why the loop is ending a prompt on its own.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum AbortReason {
-    /// The person cancelled [T5].
+    /// The person cancelled \[T5\].
     Cancelled,
     /// The loop's round limit was reached.
     MaxRounds,
@@ -65,7 +65,7 @@ pub enum AbortReason {
 }
 
 impl From<AbortReason> for EndReason {
-    /// The end reason an abort gives the prompt [S5].
+    /// The end reason an abort gives the prompt \[S5\].
     fn from(reason: AbortReason) -> EndReason {
         match reason {
             AbortReason::Cancelled => EndReason::Cancelled,
@@ -100,7 +100,7 @@ pub enum Input {
         reason: String,
     },
     /// The loop is about to use this server for a tool call: restart it if it
-    /// is down and its backoff has passed [T4].
+    /// is down and its backoff has passed \[T4\].
     ServerWanted {
         /// The server.
         server: ServerId,
@@ -114,7 +114,7 @@ pub enum Input {
         /// How many tool calls the response carries.
         tool_calls: usize,
     },
-    /// The history was compacted [P1].
+    /// The history was compacted \[P1\].
     Compacted {
         /// How many messages it removed.
         removed_messages: usize,
@@ -138,8 +138,8 @@ pub enum Input {
 /// cancellations, kills, and the events that report them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
-    /// Call `hook` on `server` with input `{}` [H5]; `deadline` is when the
-    /// core will give up on it [T1].
+    /// Call `hook` on `server` with input `{}` \[H5\]; `deadline` is when the
+    /// core will give up on it \[T1\].
     CallHook {
         /// The call, to name in [`Input::HookReplied`].
         call: CallId,
@@ -151,24 +151,24 @@ pub enum Output {
         deadline: Time,
     },
     /// Cancel this call on the wire (`notifications/cancelled`); its answer,
-    /// if one still comes, is discarded [T2].
+    /// if one still comes, is discarded \[T2\].
     CancelCall {
         /// The call.
         call: CallId,
     },
     /// Kill the server: its process group for stdio, its session for HTTP
-    /// [T3]. Do not report its exit as [`Input::ServerExited`].
+    /// \[T3\]. Do not report its exit as [`Input::ServerExited`].
     KillServer {
         /// The server.
         server: ServerId,
     },
     /// Start the server (first start or restart), then report
-    /// [`Input::ServerStarted`] or [`Input::ServerStartFailed`] [T4].
+    /// [`Input::ServerStarted`] or [`Input::ServerStartFailed`] \[T4\].
     StartServer {
         /// The server.
         server: ServerId,
     },
-    /// Something to show or log [O1].
+    /// Something to show or log \[O1\].
     Event(Event),
     /// What the loop does next.
     Decision(Decision),
@@ -179,20 +179,20 @@ pub enum Output {
 /// exactly one, possibly after a hook round.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Decision {
-    /// The response carries tool calls: run them. Not gated [S1].
+    /// The response carries tool calls: run them. Not gated \[S1\].
     RunTools,
-    /// `_Stop` objected: append these pairs and ask the model again [S4].
+    /// `_Stop` objected: append these pairs and ask the model again \[S4\].
     Continue {
-        /// In configuration order [I3]; never empty.
+        /// In configuration order \[I3\]; never empty.
         injections: Vec<Injection>,
     },
     /// After a compaction: append these `_PostCompact` pairs (possibly none)
-    /// before the next request [P2].
+    /// before the next request \[P2\].
     Reinject {
-        /// In configuration order [I3].
+        /// In configuration order \[I3\].
         injections: Vec<Injection>,
     },
-    /// The prompt is over [S5].
+    /// The prompt is over \[S5\].
     End {
         /// Why.
         reason: EndReason,
@@ -256,12 +256,12 @@ pub enum ServerState {
     Starting,
     /// Up: may be called.
     Up,
-    /// Down; a restart may be tried from `retry_at` on [T4].
+    /// Down; a restart may be tried from `retry_at` on \[T4\].
     Down {
         /// When the backoff ends.
         retry_at: Time,
     },
-    /// Down for the rest of the session; its tools are no longer offered [T4].
+    /// Down for the rest of the session; its tools are no longer offered \[T4\].
     Retired,
 }
 
@@ -295,7 +295,7 @@ struct Round {
     hook: HookPoint,
     started: Time,
     deadline: Time,
-    /// In configuration order, which is the injection order [I3].
+    /// In configuration order, which is the injection order \[I3\].
     calls: Vec<PendingCall>,
 }
 
@@ -305,7 +305,7 @@ enum Phase {
     Idle,
     /// A prompt runs and no round is in flight. `objected`: the last model
     /// response of this prompt was an end-of-turn that `_Stop` objected to,
-    /// and no tool call came since [S2].
+    /// and no tool call came since \[S2\].
     Prompt { objected: bool },
     /// A hook round is in flight. `objected` is kept for after the round.
     Round { round: Round, objected: bool },
@@ -318,7 +318,7 @@ pub struct Session {
     /// In configuration order; `ServerId` indexes it.
     servers: Vec<Server>,
     phase: Phase,
-    /// Objected end-of-turns in this session [S3].
+    /// Objected end-of-turns in this session \[S3\].
     /// Invariant: at most `config.stop_budget`.
     budget_used: u32,
     next_round: u64,
@@ -331,7 +331,7 @@ pub struct Session {
 impl Session {
     /// A session over `servers`, in configuration order. Queues a
     /// [`Output::StartServer`] for each, and a warning for every allowlist
-    /// entry that names no server [A3].
+    /// entry that names no server \[A3\].
     pub fn new(config: HookConfig, servers: Vec<ServerName>) -> Result<Session, SetupError> {
         for (i, name) in servers.iter().enumerate() {
             if servers[..i].contains(name) {
@@ -407,7 +407,7 @@ impl Session {
         self.servers[id.0].state
     }
 
-    /// Whether the allowlist lets this server hook [A2].
+    /// Whether the allowlist lets this server hook \[A2\].
     pub fn may_hook(&self, id: ServerId) -> bool {
         self.servers[id.0].may_hook
     }
@@ -418,7 +418,7 @@ impl Session {
     }
 
     /// The tools to offer the model, in configuration then listing order.
-    /// Never a hook [H2]; never a retired server's tool [T4].
+    /// Never a hook \[H2\]; never a retired server's tool \[T4\].
     pub fn model_tools(&self) -> impl Iterator<Item = (ServerId, &ModelTool)> + '_ {
         self.servers
             .iter()
@@ -429,7 +429,7 @@ impl Session {
 
     /// The server and bare name a model tool call goes to, or `None`: the
     /// caller then answers `unknown tool: NAME` without sending anything, the
-    /// same for a hook as for a name that does not exist [H3].
+    /// same for a hook as for a name that does not exist \[H3\].
     pub fn resolve(&self, model_name: &str) -> Option<(ServerId, &str)> {
         let (server, bare) = name::split_qualified(model_name)?;
         let id = self.server_id(server)?;
@@ -440,7 +440,7 @@ impl Session {
         s.tools.model_tool(bare).map(|t| (id, t.bare.as_str()))
     }
 
-    /// `_Stop` objections charged so far in this session [S3].
+    /// `_Stop` objections charged so far in this session \[S3\].
     pub fn budget_used(&self) -> u32 {
         self.budget_used
     }
@@ -519,7 +519,7 @@ impl Session {
     }
 
     /// Tells the core that `now` has come: calls past their deadline time out
-    /// [T1]-[T3], and the round they belonged to is decided.
+    /// \[T1\]-\[T3\], and the round they belonged to is decided.
     pub fn handle_timeout(&mut self, now: Time) {
         self.now = self.now.max(now);
         let Phase::Round { round, .. } = &self.phase else {
@@ -730,7 +730,7 @@ impl Session {
     }
 
     /// Records the outcome of call `index` of the round in flight and emits
-    /// its [O1] event.
+    /// its \[O1\] event.
     fn resolve_call(&mut self, index: usize, outcome: Outcome) {
         let Phase::Round { round, .. } = &mut self.phase else {
             return;
@@ -841,7 +841,7 @@ impl Session {
         }
     }
 
-    /// Counts a failure and takes the server down, or out for good [T4].
+    /// Counts a failure and takes the server down, or out for good \[T4\].
     fn go_down(&mut self, id: ServerId, cause: DownCause) {
         let now = self.now;
         let server = &mut self.servers[id.0];
@@ -862,7 +862,7 @@ impl Session {
     }
 
     /// Restarts, when due, every down server that never listed its tools: it
-    /// has no tool a call could want, so a prompt's start is its next use [T4].
+    /// has no tool a call could want, so a prompt's start is its next use \[T4\].
     fn restart_unlisted(&mut self) {
         for index in 0..self.servers.len() {
             if !self.servers[index].listed {

@@ -512,7 +512,7 @@ impl Connection {
     /// Kills the server now: its process group for stdio (the watcher sends
     /// SIGTERM, so a server can stop what it started in groups of its own,
     /// the gate's command, then SIGKILL shortly after), its session for HTTP
-    /// [T3]. The watcher reaps and reports.
+    /// \[T3\]. The watcher reaps and reports.
     pub(crate) fn kill(&self) {
         self.wire.cut();
         if let Some(stop) = self.stop.lock().unwrap_or_else(|e| e.into_inner()).take() {

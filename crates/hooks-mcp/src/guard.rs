@@ -17,7 +17,7 @@
 //! Past any limit the server is *wedged*: the [`Tripwire`] records why and
 //! fires, every pending send fails at once, `receive` ends the session, and
 //! the connection's watcher kills the process group and reports the reason,
-//! which the core counts as a crash toward [T4]. Closing is bounded too:
+//! which the core counts as a crash toward \[T4\]. Closing is bounded too:
 //! [`Limits::close_grace`].
 //!
 //! Frame size is bounded below us: rmcp caps one stdio line and one SSE event

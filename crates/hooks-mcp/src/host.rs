@@ -6,11 +6,11 @@
 //! dropping its future, kill a server) and feeds what happens back in:
 //! answers, crashes, finished starts, and deadlines the core asked to be
 //! woken for. It decides nothing itself and has no timeout policy of its own
-//! for hooks [T1]-[T5].
+//! for hooks \[T1\]-\[T5\].
 //!
 //! Starts, restarts and exits happen in background tasks that report through
 //! a channel; the host reads it whenever it runs, so a restart never blocks a
-//! hook round [T4].
+//! hook round \[T4\].
 
 use std::collections::BTreeMap;
 use std::fmt;
@@ -31,7 +31,7 @@ use crate::connection::{Connection, ListingLimits, StartError};
 use crate::reply::{ToolOutput, hook_reply, tool_output};
 use crate::spec::ServerSpec;
 
-/// Where the host reports the core's events as they happen [O1], [O2].
+/// Where the host reports the core's events as they happen \[O1\], \[O2\].
 pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
 
 /// Settings of the host that are not hook policy.
@@ -58,7 +58,7 @@ impl Default for HostOptions {
 /// A tool as the model is offered it.
 #[derive(Clone, Debug, PartialEq)]
 pub struct ModelToolDef {
-    /// The qualified name, `S__T` [N2].
+    /// The qualified name, `S__T` \[N2\].
     pub name: String,
     /// The server's description of it.
     pub description: Option<String>,
@@ -73,7 +73,7 @@ pub struct ServerReport {
     pub name: ServerName,
     /// Up, down, retired…
     pub state: ServerState,
-    /// Whether the allowlist lets it hook [A2].
+    /// Whether the allowlist lets it hook \[A2\].
     pub may_hook: bool,
     /// Model-visible tool names.
     pub model_tools: Vec<String>,
@@ -214,7 +214,7 @@ impl Host {
         &self.session
     }
 
-    /// Warnings seen so far ([N3], [N4], [H4], [A3]).
+    /// Warnings seen so far (\[N3\], \[N4\], \[H4\], \[A3\]).
     pub fn warnings(&self) -> &[Warning] {
         &self.warnings
     }
@@ -224,8 +224,8 @@ impl Host {
         Time::from_epoch(self.epoch.elapsed())
     }
 
-    /// The tools to offer the model now: never a hook [H2], never a retired
-    /// server's [T4].
+    /// The tools to offer the model now: never a hook \[H2\], never a retired
+    /// server's \[T4\].
     pub fn model_tools(&mut self) -> Vec<ModelToolDef> {
         self.pump();
         self.session
@@ -276,7 +276,7 @@ impl Host {
 
     /// Feeds a question ([`Input::ModelResponded`], [`Input::Compacted`],
     /// [`Input::Abort`]) and runs whatever hook round it starts until the
-    /// core decides. Cancelling `cancel` ends a round at once [T5].
+    /// core decides. Cancelling `cancel` ends a round at once \[T5\].
     pub async fn decide(
         &mut self,
         input: Input,
@@ -321,8 +321,8 @@ impl Host {
         }
     }
 
-    /// Gets a model tool call ready: resolves the name [H3], and restarts a
-    /// server that is down and due [T4] (waiting for that start, unless
+    /// Gets a model tool call ready: resolves the name \[H3\], and restarts a
+    /// server that is down and due \[T4\] (waiting for that start, unless
     /// `cancel` fires). `Err` holds the error result to give the model instead.
     pub async fn prepare_tool_call(
         &mut self,

@@ -2,7 +2,7 @@
 //! model.
 //!
 //! A hook's `CallToolResult` or error becomes a [`hooks_core::HookReply`]; the
-//! core then reads it [R1]-[R3]. A model tool's result becomes a
+//! core then reads it \[R1\]-\[R3\]. A model tool's result becomes a
 //! [`ToolOutput`]: text for the model, capped in size.
 
 use hooks_core::{HookReply, ReplyPart};
@@ -28,7 +28,7 @@ impl ToolOutput {
     }
 }
 
-/// The answer of a hook call, for the core [R1]-[R3]. Content items keep
+/// The answer of a hook call, for the core \[R1\]-\[R3\]. Content items keep
 /// their order; only text items carry text.
 pub fn hook_reply(result: Result<CallToolResult, ServiceError>) -> HookReply {
     match result {

@@ -2,7 +2,7 @@
 //!
 //! Specs come from the `mcpServers` JSON format that Claude Code, Claude
 //! Desktop and Cursor share, parsed by [`parse_mcp_servers`] with the order of
-//! the keys kept: that order is the configuration order of [I3]. Reading the
+//! the keys kept: that order is the configuration order of \[I3\]. Reading the
 //! file is the caller's job; errors here name the key and the bad value.
 //!
 //! Also here: the environment a stdio child gets ([`child_environment`]),
@@ -21,7 +21,7 @@ use serde_json::Value;
 /// One MCP server to connect to.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerSpec {
-    /// Its configuration key [N1].
+    /// Its configuration key \[N1\].
     pub name: ServerName,
     /// How to reach it.
     pub transport: TransportSpec,
@@ -142,7 +142,7 @@ struct Document {
 ///
 /// Stdio entries: `command` (required), `args`, `env`, `cwd`, and an optional
 /// `"type": "stdio"`. HTTP entries: `"type": "http"` and `url`. Any other
-/// `type`, a missing or mistyped field, or an invalid server name [N1] is an
+/// `type`, a missing or mistyped field, or an invalid server name \[N1\] is an
 /// error naming the key and the value. A document without `mcpServers`
 /// configures no server.
 pub fn parse_mcp_servers(json: &str) -> Result<Vec<ServerSpec>, SpecError> {
@@ -319,7 +319,7 @@ const SECRET_PARAMETERS: &[&str] = &[
 
 /// `url` as it may be shown to a person or written to a log: user-info and
 /// the values of query parameters that look like secrets
-/// ([`SECRET_PARAMETERS`]: `api_key`, `access_token`, `sig`, …) become `***`.
+/// (`api_key`, `access_token`, `sig`, `password`, …) become `***`.
 /// Text that is not a URL is shown as it is, unless it has a `@`, `?` or
 /// `#` (where a secret could hide): then as `<invalid URL>`.
 pub fn redact_url(url: &str) -> String {

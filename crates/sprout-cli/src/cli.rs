@@ -1,6 +1,6 @@
 //! The command line's shape: every command, flag and environment variable.
 //!
-//! Flags win over environment variables [C3]; both show in `--help` with
+//! Flags win over environment variables \[C3\]; both show in `--help` with
 //! their defaults. Values are taken as text here and validated in
 //! [`crate::settings`], so that a bad one is reported in our words, naming
 //! the flag or variable it came from.

@@ -1,4 +1,4 @@
-//! Showing the event stream to a person, or as JSON Lines [O2].
+//! Showing the event stream to a person, or as JSON Lines \[O2\].
 //!
 //! Both outputs read the same [`AgentEvent`]s: the human form is a rendering
 //! of them, never a second code path with its own facts.

@@ -70,7 +70,7 @@ fn number(
         })
 }
 
-/// The hook policy [C1]-[C3].
+/// The hook policy \[C1\]-\[C3\].
 pub fn hook_config(args: &SessionArgs, matches: &ArgMatches) -> Result<HookConfig, ConfigProblem> {
     let allowlist = match &args.hook_servers {
         None => hooks_core::Allowlist::Off,

@@ -3,9 +3,9 @@
 //!
 //! Roles must alternate, so consecutive messages of one role are merged into
 //! one turn: a hook's synthetic `tool_use` joins the assistant turn before it,
-//! and tool results share a user turn with the prompt that follows them [P2].
+//! and tool results share a user turn with the prompt that follows them \[P2\].
 //! When a request offers no tools, tool history is sent as JSON text blocks
-//! in the same positions [V1].
+//! in the same positions \[V1\].
 
 use async_trait::async_trait;
 use hooks_core::StopReason;

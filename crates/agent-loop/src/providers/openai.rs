@@ -2,8 +2,8 @@
 //! OpenRouter and the rest that speak `POST {base}/chat/completions`.
 //!
 //! Hook pairs go as an assistant message with `tool_calls` and a `tool`
-//! message [I1]. When a request offers no tools, tool history is sent as JSON
-//! text instead (user messages in the tool-result position) [V1], since some
+//! message \[I1\]. When a request offers no tools, tool history is sent as JSON
+//! text instead (user messages in the tool-result position) \[V1\], since some
 //! servers refuse tool-call history without tool definitions.
 
 use async_trait::async_trait;

@@ -674,7 +674,7 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2500, ..ProptestConfig::default() })]
 
-    /// Sovereignty [S6]: whatever the hooks answer, however slowly, a model
+    /// Sovereignty \[S6\]: whatever the hooks answer, however slowly, a model
     /// that keeps ending its turn ends every prompt after at most two
     /// end-of-turns, and a prompt in which the model keeps working makes at
     /// most `budget` objection-driven continuations.
@@ -715,10 +715,10 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2000, ..ProptestConfig::default() })]
 
-    /// No hook is ever offered to the model [H2]: for any listing of any
+    /// No hook is ever offered to the model \[H2\]: for any listing of any
     /// names, every offered tool's bare name is not a hook, every offered
-    /// name is a valid model name [N3], and every `_` name resolves to
-    /// nothing [H3].
+    /// name is a valid model name \[N3\], and every `_` name resolves to
+    /// nothing \[H3\].
     #[test]
     fn no_hook_is_ever_offered(listing in proptest::collection::vec("[_a-zA-Z.]{0,3}(_?Stop|_PostCompact|[a-z_]{0,40})", 0..12), allow in prop_oneof![Just(None), Just(Some("*"))]) {
         let config = HookConfig::from_values(allow, None, None).unwrap();

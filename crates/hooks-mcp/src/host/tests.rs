@@ -1,7 +1,7 @@
 //! [`Host`] in virtual time: hook rounds on [`ToolServer`]s served in this
 //! process over in-memory pipes (through the real `Guarded` transport,
 //! handshake and watcher), under tokio's paused clock, so every deadline is
-//! asserted to the millisecond [T1]-[T5].
+//! asserted to the millisecond \[T1\]-\[T5\].
 //!
 //! Paused time jumps to the next timer whenever the runtime is idle; that is
 //! why these tests use no process and no socket, and why sleeping in them is

@@ -24,7 +24,7 @@
 //! # Ok(()) }
 //! ```
 //!
-//! - [`todo`]: a `todo` tool, `_Stop` objecting while items are open,
+//! - [`todo`](mod@todo): a `todo` tool, `_Stop` objecting while items are open,
 //!   `_PostCompact` re-injecting the list.
 //! - [`gate`]: `_Stop` runs a command and objects while it fails.
 

@@ -4,7 +4,7 @@
 //! 2.0, one message per line. This module serves `initialize`,
 //! `session/new` (the client's `cwd` and `mcpServers`), `session/prompt`,
 //! `session/cancel` and `session/close` with the official `agent-client-protocol` SDK. Each session
-//! is its own agent with its own MCP servers and its own hook budget [S3]; one
+//! is its own agent with its own MCP servers and its own hook budget \[S3\]; one
 //! prompt runs at a time per session (a second gets an error, not a queue).
 //!
 //! What the client sees: the model's text as `agent_message_chunk`, tool calls
@@ -307,7 +307,7 @@ fn prompt_text(blocks: &[s::ContentBlock]) -> String {
     parts.join("\n\n")
 }
 
-/// Our end reason as ACP's stop reason [S5]; a failure is an error response.
+/// Our end reason as ACP's stop reason \[S5\]; a failure is an error response.
 fn prompt_response(outcome: &agent_loop::PromptOutcome) -> Result<s::PromptResponse, acp::Error> {
     let stop = match &outcome.reason {
         EndReason::NoObjection
