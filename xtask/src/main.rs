@@ -92,7 +92,10 @@ fn ci() -> Result<(), String> {
     // written escaped, so they render as text, not as broken links.
     let mut doc = cargo_command(&["doc", "--no-deps", "--workspace", "--locked"]);
     doc.env("RUSTDOCFLAGS", "-D warnings");
-    run(doc, "RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --workspace --locked")?;
+    run(
+        doc,
+        "RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --workspace --locked",
+    )?;
     tidy_task()?;
     // Checks that need Node.js packages from npm: the ACP interop test (the
     // official TypeScript SDK) and the MCP conformance suite. Where npm cannot
