@@ -1,13 +1,18 @@
 //! `hooks-mcp`: the `hooks-core` policy on real MCP servers, through `rmcp`.
 //!
-//! - [`spec`]: which servers, from the `mcpServers` JSON format, in order.
-//! - [`host`]: [`Host`], the driver: connects to every server at once
-//!   (stdio children in their own process groups, Streamable HTTP
-//!   endpoints), sorts tools from hooks, runs hook rounds under the core's
-//!   deadlines, kills wedged servers and restarts them lazily.
-//! - [`reply`]: rmcp results read into the core's terms and into tool output.
+//! - Which servers: [`ServerSpec`], from the `mcpServers` JSON format by
+//!   [`parse_mcp_servers`], in order; the small environment of a stdio child
+//!   ([`child_environment`]); URLs checked and shown redacted.
+//! - [`Host`], the driver: connects to every server at once (stdio children
+//!   in their own process groups, Streamable HTTP endpoints), each held to
+//!   bounds in memory and time, sorts tools from hooks, runs hook rounds under
+//!   the core's deadlines, kills wedged servers and restarts them lazily.
 //! - [`server`]: building blocks for writing a hook server, and the bundled
 //!   `todo` and `gate` servers.
+//!
+//! The modules behind these are private; what is public is re-exported here,
+//! and no rmcp type is in a public signature except in [`server`], whose
+//! point is to build rmcp tools.
 //!
 //! Nothing here decides policy: every decision is `hooks-core`'s.
 //!
@@ -37,14 +42,15 @@
 
 mod connection;
 mod guard;
-pub mod host;
-pub mod reply;
+mod host;
+mod reply;
 pub mod server;
-pub mod spec;
+mod spec;
 
 pub use connection::{ListingLimits, StartError, kill_all_now};
 pub use host::{EventSink, Host, HostOptions, ModelToolDef, PreparedCall, ServerReport};
 pub use reply::ToolOutput;
 pub use spec::{
-    ServerSpec, SpecError, TransportSpec, check_http_url, parse_mcp_servers, redact_url,
+    INHERITED_VARIABLES, ServerSpec, SpecError, TransportSpec, check_http_url, child_environment,
+    parse_mcp_servers, redact_url,
 };

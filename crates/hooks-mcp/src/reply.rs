@@ -30,7 +30,7 @@ impl ToolOutput {
 
 /// The answer of a hook call, for the core \[R1\]-\[R3\]. Content items keep
 /// their order; only text items carry text.
-pub fn hook_reply(result: Result<CallToolResult, ServiceError>) -> HookReply {
+pub(crate) fn hook_reply(result: Result<CallToolResult, ServiceError>) -> HookReply {
     match result {
         Ok(result) => {
             let parts = result
@@ -57,7 +57,10 @@ pub fn hook_reply(result: Result<CallToolResult, ServiceError>) -> HookReply {
 }
 
 /// The output of a model tool call, capped at `max_bytes` of text.
-pub fn tool_output(result: Result<CallToolResult, ServiceError>, max_bytes: usize) -> ToolOutput {
+pub(crate) fn tool_output(
+    result: Result<CallToolResult, ServiceError>,
+    max_bytes: usize,
+) -> ToolOutput {
     match result {
         Ok(result) => {
             let mut text = String::new();
