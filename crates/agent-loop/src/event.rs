@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 use hooks_core::EndReason;
-use serde::{Serialize, Serializer};
+use serde::Serialize;
 
 /// Something the agent did or saw.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -39,7 +39,10 @@ pub enum AgentEvent {
         /// Output tokens, as the provider reported.
         output_tokens: Option<u64>,
         /// How long the request took, retries included.
-        #[serde(rename = "latency_ms", serialize_with = "ms")]
+        #[serde(
+            rename = "latency_ms",
+            serialize_with = "hooks_core::event::ser_duration_ms"
+        )]
         latency: Duration,
     },
     /// The model's text.
@@ -67,7 +70,10 @@ pub enum AgentEvent {
         /// The result text (capped by the host).
         text: String,
         /// How long it took.
-        #[serde(rename = "latency_ms", serialize_with = "ms")]
+        #[serde(
+            rename = "latency_ms",
+            serialize_with = "hooks_core::event::ser_duration_ms"
+        )]
         latency: Duration,
     },
     /// Hook text was injected as a synthetic call/result pair \[I1\].
@@ -107,10 +113,6 @@ pub enum AgentEvent {
     /// own event (its names do not clash with the loop's).
     #[serde(untagged)]
     Hook(hooks_core::Event),
-}
-
-fn ms<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    s.serialize_f64(d.as_micros() as f64 / 1000.0)
 }
 
 /// Where the loop sends its events.

@@ -45,6 +45,21 @@ impl StopReason {
             StopReason::Other(other) => other,
         }
     }
+
+    /// The reason a snake_case word names: the inverse of
+    /// [`StopReason::as_str`]. Anthropic's `stop_reason` and the script
+    /// model's `stop` use these words; any other word is kept as
+    /// [`StopReason::Other`].
+    pub fn from_word(word: &str) -> StopReason {
+        match word {
+            "end_turn" => StopReason::EndTurn,
+            "tool_use" => StopReason::ToolUse,
+            "max_tokens" => StopReason::MaxTokens,
+            "refusal" => StopReason::Refusal,
+            "content_filter" => StopReason::ContentFilter,
+            other => StopReason::Other(other.to_owned()),
+        }
+    }
 }
 
 /// Why a prompt ended \[S5\]. Every prompt ends with exactly one.
@@ -237,8 +252,11 @@ pub enum Event {
     Warning(Warning),
 }
 
-fn ser_duration_ms<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
-    // Microsecond resolution: a local hook answers in well under a millisecond.
+/// How every duration in the event stream is written, the core's and the
+/// loop's (`#[serde(serialize_with = "…")]`): milliseconds as a number with
+/// microsecond resolution, since a local hook answers in well under a
+/// millisecond.
+pub fn ser_duration_ms<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
     s.serialize_f64(d.as_micros() as f64 / 1000.0)
 }
 
@@ -256,6 +274,21 @@ fn ser_opt_time_ms<S: Serializer>(t: &Option<Time>, s: S) -> Result<S::Ok, S::Er
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // from_word is as_str's inverse, and keeps unknown words.
+    #[test]
+    fn stop_words_round_trip() {
+        for reason in [
+            StopReason::EndTurn,
+            StopReason::ToolUse,
+            StopReason::MaxTokens,
+            StopReason::Refusal,
+            StopReason::ContentFilter,
+            StopReason::Other("pause_turn".into()),
+        ] {
+            assert_eq!(StopReason::from_word(reason.as_str()), reason);
+        }
+    }
 
     fn json(event: &Event) -> String {
         serde_json::to_string(event).unwrap()

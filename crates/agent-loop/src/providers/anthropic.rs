@@ -155,11 +155,7 @@ pub fn parse_response(value: &Value) -> Result<ModelResponse, ModelError> {
         }
     }
     let stop = match value.get("stop_reason").and_then(Value::as_str) {
-        Some("end_turn") => StopReason::EndTurn,
-        Some("tool_use") => StopReason::ToolUse,
-        Some("max_tokens") => StopReason::MaxTokens,
-        Some("refusal") => StopReason::Refusal,
-        Some(other) => StopReason::Other(other.to_owned()),
+        Some(word) => StopReason::from_word(word),
         None => return Err(ModelError::Malformed("stop_reason is missing".into())),
     };
     let usage = value.get("usage").and_then(|u| {

@@ -91,12 +91,7 @@ impl ScriptModel {
             let stop = match turn.stop.as_deref() {
                 None if tool_calls.is_empty() => StopReason::EndTurn,
                 None => StopReason::ToolUse,
-                Some("end_turn") => StopReason::EndTurn,
-                Some("tool_use") => StopReason::ToolUse,
-                Some("max_tokens") => StopReason::MaxTokens,
-                Some("refusal") => StopReason::Refusal,
-                Some("content_filter") => StopReason::ContentFilter,
-                Some(other) => StopReason::Other(other.to_owned()),
+                Some(word) => StopReason::from_word(word),
             };
             turns.push(ModelResponse {
                 text: turn.text,
