@@ -166,20 +166,17 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                     "--json does not apply to acp: stdout carries the protocol".into(),
                 ));
             }
-            let max_frame_bytes = max_frame_bytes
-                .trim()
-                .parse::<usize>()
-                .ok()
-                .filter(|n| (1024..=1 << 30).contains(n))
-                .ok_or_else(|| {
-                    let name = match m.value_source("max_frame_bytes") {
-                        Some(clap::parser::ValueSource::CommandLine) => "--max-frame-bytes",
-                        _ => "SPROUT_ACP_MAX_FRAME_BYTES",
-                    };
-                    ConfigProblem(format!(
-                        "{name}={max_frame_bytes:?} is not valid: expected a number of bytes from 1024 to 1073741824"
-                    ))
-                })?;
+            let max_frame_bytes = settings::number(
+                m,
+                "max_frame_bytes",
+                "--max-frame-bytes",
+                "SPROUT_ACP_MAX_FRAME_BYTES",
+                &max_frame_bytes,
+                1024..=1 << 30,
+            )?;
+            // Invariant: at most 1 GiB, which fits a usize on every target
+            // Rust supports here (32 and 64 bits).
+            let max_frame_bytes = usize::try_from(max_frame_bytes).unwrap_or(1 << 30);
             let config = acp::AcpConfig {
                 hooks: settings::hook_config(&session, m)?,
                 host: settings::host_options(&session, m)?,
@@ -529,20 +526,19 @@ async fn hook_server(server: HookServerCommand, matches: &ArgMatches) -> i32 {
             command,
         } => {
             let m = sub(matches, "gate");
-            let Some(ms) = timeout_ms
-                .trim()
-                .parse::<u64>()
-                .ok()
-                .filter(|n| (1..=86_400_000).contains(n))
-            else {
-                let name = match m.value_source("timeout_ms") {
-                    Some(clap::parser::ValueSource::CommandLine) => "--timeout-ms",
-                    _ => hooks_mcp::server::gate::ENV_GATE_TIMEOUT_MS,
-                };
-                report_error(&format!(
-                    "sprout: {name}={timeout_ms:?} is not valid: expected a whole number of milliseconds from 1 to 86400000"
-                ));
-                return EXIT_USAGE;
+            let ms = match settings::number(
+                m,
+                "timeout_ms",
+                "--timeout-ms",
+                hooks_mcp::server::gate::ENV_GATE_TIMEOUT_MS,
+                &timeout_ms,
+                1..=86_400_000,
+            ) {
+                Ok(ms) => ms,
+                Err(problem) => {
+                    report_error(&format!("sprout: {problem}"));
+                    return EXIT_USAGE;
+                }
             };
             let mut options = hooks_mcp::server::gate::GateOptions::new(command);
             options.timeout = std::time::Duration::from_millis(ms);

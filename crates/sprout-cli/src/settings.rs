@@ -47,7 +47,9 @@ fn renamed(error: ConfigError, matches: &ArgMatches, id: &str, flag: &str) -> Co
     )
 }
 
-fn number(
+/// A whole number in `range`, or a message naming the flag or variable
+/// that gave the bad value.
+pub(crate) fn number(
     matches: &ArgMatches,
     id: &str,
     flag: &str,

@@ -58,6 +58,8 @@ fn bad_inputs_exit_2_with_a_message() {
         (vec!["run", "x"], script_env.to_vec(), "SPROUT_AGENT_SCRIPT is not set".into()),
         (vec!["run", "  "], script_env.to_vec(), "the prompt is empty".into()),
         (vec!["hooks", "call", "_Start"], vec![], "\"_Start\" is not a hook point".into()),
+        (vec!["acp", "--max-frame-bytes", "5"], vec![], "--max-frame-bytes=\"5\" is not valid: expected a whole number from 1024 to 1073741824".into()),
+        (vec!["hook-server", "gate", "--", "true"], vec![("SPROUT_GATE_TIMEOUT_MS", "0")], "SPROUT_GATE_TIMEOUT_MS=\"0\" is not valid".into()),
         (vec!["hooks", "call", "_Stop"], vec![], "MCP_HOOK_SERVERS is not set, so the agent would call no hook".into()),
         (vec!["run"], vec![], "required arguments were not provided".into()),
     ];
