@@ -316,14 +316,19 @@ impl<G: Gateway> Agent<G> {
 
     fn inject(&mut self, injections: &[Injection]) {
         for injection in injections {
-            self.emit(AgentEvent::Injected {
-                hook: injection.hook.tool_name().to_owned(),
-                server: injection.server.to_string(),
-                tool_name: injection.tool_name.clone(),
-                content: injection.content.clone(),
-            });
+            self.emit_injected(injection);
             self.history.extend(injection_pair(injection));
         }
+    }
+
+    /// Says that `injection` entered the history \[O1\].
+    fn emit_injected(&self, injection: &Injection) {
+        self.emit(AgentEvent::Injected {
+            hook: injection.hook.tool_name().to_owned(),
+            server: injection.server.to_string(),
+            tool_name: injection.tool_name.clone(),
+            content: injection.content.clone(),
+        });
     }
 
     /// Compacts when the next request would pass the threshold: a summary
@@ -441,12 +446,7 @@ impl<G: Gateway> Agent<G> {
             return Ok(Step::Cancelled);
         }
         for injection in &injections {
-            self.emit(AgentEvent::Injected {
-                hook: injection.hook.tool_name().to_owned(),
-                server: injection.server.to_string(),
-                tool_name: injection.tool_name.clone(),
-                content: injection.content.clone(),
-            });
+            self.emit_injected(injection);
         }
         Ok(Step::Done(()))
     }
