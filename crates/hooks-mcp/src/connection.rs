@@ -40,6 +40,7 @@ use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
 
 use crate::guard::{Guarded, Limits, Tripwire};
+use crate::process::kill_group;
 use crate::reply::describe_service_error;
 use crate::spec::{ServerSpec, TransportSpec, child_environment, redact_url};
 
@@ -669,13 +670,6 @@ fn redact_error(error: StartError, url: &str) -> StartError {
         text = text.replace(normal.as_str(), &shown);
     }
     StartError::Handshake(format!("{shown}: {text}"))
-}
-
-/// SIGKILL to a whole process group; a group that is gone already is fine.
-fn kill_group(pgid: Option<i32>) {
-    if let Some(pgid) = pgid {
-        let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-    }
 }
 
 /// SIGTERM to a process group, then SIGKILL after [`KILL_GRACE`] unless

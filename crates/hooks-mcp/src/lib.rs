@@ -43,6 +43,7 @@
 mod connection;
 mod guard;
 mod host;
+mod process;
 mod reply;
 pub mod server;
 mod spec;

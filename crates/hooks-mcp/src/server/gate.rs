@@ -16,13 +16,12 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hooks_core::HookPoint;
-use nix::sys::signal::{Signal, killpg};
-use nix::unistd::Pid;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
 
 use super::ToolServer;
+use crate::process::kill_group;
 
 /// Environment variable for the gate's own deadline, in milliseconds.
 pub const ENV_GATE_TIMEOUT_MS: &str = "SPROUT_GATE_TIMEOUT_MS";
@@ -80,11 +79,7 @@ pub async fn check(options: &GateOptions, cancel: &CancellationToken) -> String 
             .take()
             .map(|s| tokio::spawn(collect(s, output.clone()))),
     ];
-    let kill = || {
-        if let Some(pgid) = pgid {
-            let _ = killpg(Pid::from_raw(pgid), Signal::SIGKILL);
-        }
-    };
+    let kill = || kill_group(pgid);
     let status = tokio::select! {
         status = child.wait() => status,
         () = cancel.cancelled() => {
