@@ -16,6 +16,9 @@
 //! The loop decides nothing about hooks itself: whether to stop, continue or
 //! inject comes from `hooks-core` through the gateway.
 
+// Every public item says what it is for: this crate is used on its own.
+#![deny(missing_docs)]
+
 pub mod agent;
 pub mod compaction;
 pub mod event;

@@ -99,6 +99,8 @@
 //!   policy, deadlines, kills and restarts \[S1\]-\[S6\], \[P1\]-\[P3\], \[T1\]-\[T5\].
 
 #![no_std]
+// Every public item says what it is for: this crate is used on its own.
+#![deny(missing_docs)]
 // The policy needs strings, vectors and queues, nothing from the OS: with
 // `no_std` the compiler, not a word scan, keeps IO and clocks out.
 extern crate alloc;

@@ -40,6 +40,9 @@
 //! # Ok(()) }
 //! ```
 
+// Every public item says what it is for: this crate is used on its own.
+#![deny(missing_docs)]
+
 mod connection;
 mod guard;
 mod host;
