@@ -52,6 +52,36 @@ fn wait_bounded(child: &mut Child, bound: Duration) -> Option<(ExitStatus, Durat
     }
 }
 
+/// What one bounded run of sprout showed.
+struct Run {
+    status: ExitStatus,
+    took: Duration,
+    /// Peak resident memory, KiB.
+    peak: u64,
+    /// Stdout then stderr.
+    shown: String,
+}
+
+/// Runs sprout with `args` and `env` in `dir` to its end, within `bound`,
+/// sampling its peak memory; panics if it does not exit in time.
+fn run_bounded(args: &[&str], env: &[(&str, &str)], dir: &std::path::Path, bound: Duration) -> Run {
+    let mut child = sprout_command(args, env, dir)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let (status, took, peak) = wait_bounded(&mut child, bound)
+        .unwrap_or_else(|| panic!("sprout {args:?} did not exit within {bound:?}"));
+    let out = child.wait_with_output().unwrap();
+    let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    Run {
+        status,
+        took,
+        peak,
+        shown,
+    }
+}
+
 /// Polls (up to 30 s) until `file` holds `needle`.
 fn wait_for_text(file: &str, needle: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
@@ -86,19 +116,16 @@ fn a_ping_flood_neither_bloats_nor_holds_sprout_run() {
     let fake = FakeOpenAi::start(vec![(Duration::from_secs(3), end("done"))]);
     let fake_env = fake.env();
     let env = env_with(&fake_env, &[("MCP_HOOK_SERVERS", "*")]);
-    let mut child = sprout_command(&["run", "x", "--mcp-config", &config], &env, &scratch.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (status, _, peak) =
-        wait_bounded(&mut child, Duration::from_secs(60)).expect("sprout run exits");
-    let out = child.wait_with_output().unwrap();
-    let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert_eq!(status.code(), Some(0), "{shown}");
-    assert!(shown.contains("wedged"), "{shown}");
+    let run = run_bounded(
+        &["run", "x", "--mcp-config", &config],
+        &env,
+        &scratch.0,
+        Duration::from_secs(60),
+    );
+    assert_eq!(run.status.code(), Some(0), "{}", run.shown);
+    assert!(run.shown.contains("wedged"), "{}", run.shown);
     // About 20 MB is normal; the bound leaves room for a noisy allocator.
-    assert!(peak < 150 * 1024, "peak memory {peak} KiB");
+    assert!(run.peak < 150 * 1024, "peak memory {} KiB", run.peak);
     assert!(all_gone(&pids_of(&log)), "a flood process survived");
 }
 
@@ -139,23 +166,15 @@ fn a_deaf_server_does_not_hold_the_exit() {
     ]);
     let fake_env = fake.env();
     let env = env_with(&fake_env, &[("SPROUT_AGENT_TOOL_TIMEOUT_MS", "1000")]);
-    let mut child = sprout_command(&["run", "x", "--mcp-config", &config], &env, &scratch.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (status, took, _) =
-        wait_bounded(&mut child, Duration::from_secs(30)).expect("sprout run exits");
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(
-        status.code(),
-        Some(0),
-        "{}{}",
-        text(&out.stdout),
-        text(&out.stderr)
+    let run = run_bounded(
+        &["run", "x", "--mcp-config", &config],
+        &env,
+        &scratch.0,
+        Duration::from_secs(30),
     );
+    assert_eq!(run.status.code(), Some(0), "{}", run.shown);
     // 1 s tool deadline, then at most about 2 s to close the deaf server.
-    assert!(took < Duration::from_secs(15), "took {took:?}");
+    assert!(run.took < Duration::from_secs(15), "took {:?}", run.took);
     assert!(all_gone(&pids_of(&log)), "a deaf server's process survived");
 }
 
@@ -437,18 +456,16 @@ fn an_http_ping_flood_is_bounded_too() {
     let scratch = Scratch::new("cli-http-flood");
     let (_server, url) = flooding_http_server(200_000);
     let config = write_mcp_servers(&scratch, json!({"flood": {"type": "http", "url": url}}));
-    let mut child = sprout_command(&["hooks", "list", "--mcp-config", &config], &[], &scratch.0)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let (status, took, peak) =
-        wait_bounded(&mut child, Duration::from_secs(60)).expect("sprout hooks list exits");
-    let out = child.wait_with_output().unwrap();
-    let shown = format!("{}{}", text(&out.stdout), text(&out.stderr));
-    assert_eq!(status.code(), Some(1), "{shown}");
+    let run = run_bounded(
+        &["hooks", "list", "--mcp-config", &config],
+        &[],
+        &scratch.0,
+        Duration::from_secs(60),
+    );
+    let (shown, took) = (&run.shown, run.took);
+    assert_eq!(run.status.code(), Some(1), "{shown}");
     assert!(shown.contains("wedged"), "{shown}");
-    assert!(peak < 150 * 1024, "peak memory {peak} KiB");
+    assert!(run.peak < 150 * 1024, "peak memory {} KiB", run.peak);
     // One sentence says what happened, not a line per dropped message.
     assert!(shown.matches("not reading").count() <= 3, "{shown}");
     assert!(took < Duration::from_secs(30), "took {took:?}");

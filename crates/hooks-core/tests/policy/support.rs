@@ -113,7 +113,7 @@ pub(crate) fn run(script: &str) -> String {
             }),
             "prompt" => Some(Input::PromptStarted),
             "model" => Some(Input::ModelResponded {
-                stop: stop_reason(words[0]),
+                stop: StopReason::from_word(words[0]),
                 tool_calls: words.get(1).map_or(0, |n| n.parse().unwrap()),
             }),
             "reply" => {
@@ -161,17 +161,6 @@ pub(crate) fn run(script: &str) -> String {
         drain(s, &mut out);
     }
     out
-}
-
-fn stop_reason(word: &str) -> StopReason {
-    match word {
-        "end_turn" => StopReason::EndTurn,
-        "tool_use" => StopReason::ToolUse,
-        "max_tokens" => StopReason::MaxTokens,
-        "refusal" => StopReason::Refusal,
-        "content_filter" => StopReason::ContentFilter,
-        other => StopReason::Other(other.to_owned()),
-    }
 }
 
 fn reply(kind: Option<&str>, text: String) -> HookReply {
