@@ -21,8 +21,8 @@ use agent_loop::{
 };
 use async_trait::async_trait;
 use hooks_core::{
-    Decision, HookConfig, HookReply, Input, Output, ReplyPart, ServerName, Session, StopReason,
-    Time, UsageError,
+    AbortReason, AskError, EndReason, HookConfig, HookReply, Injection, Input, Output, ReplyPart,
+    ServerName, Session, StopReason, Time, TurnVerdict, UsageError,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -96,9 +96,9 @@ impl InMemory {
         Time::from_epoch(self.started.elapsed())
     }
 
-    /// Acts on every output of the policy; returns its decision, if any.
-    fn drive(&mut self) -> Option<Decision> {
-        let mut decision = None;
+    /// Acts on every output of the policy. Every hook answers at once here,
+    /// so after one pass the answer to the question asked is ready.
+    fn drive(&mut self) {
         while let Some(output) = self.session.poll_output() {
             let now = self.now();
             let input = match output {
@@ -116,10 +116,6 @@ impl InMemory {
                     let reply = HookReply::Result(vec![ReplyPart::Text(text.into())]);
                     Input::HookReplied { call, reply }
                 }
-                Output::Decision(d) => {
-                    decision = Some(d);
-                    continue;
-                }
                 Output::Event(_) | Output::CancelCall { .. } | Output::KillServer { .. } => {
                     continue;
                 }
@@ -128,7 +124,6 @@ impl InMemory {
                 .handle(now, input)
                 .expect("answers to the policy's own outputs are valid");
         }
-        decision
     }
 }
 
@@ -147,22 +142,45 @@ impl Gateway for InMemory {
 
     fn begin_prompt(&mut self) -> Result<(), UsageError> {
         let now = self.now();
-        self.session.handle(now, Input::PromptStarted)?;
+        self.session.begin_prompt(now)?;
         self.drive();
         Ok(())
     }
 
-    async fn decide(
+    async fn end_turn(
         &mut self,
-        input: Input,
+        stop: StopReason,
+        tool_calls: usize,
         _cancel: &CancellationToken,
-    ) -> Result<Decision, UsageError> {
+    ) -> Result<TurnVerdict, AskError> {
         let now = self.now();
-        self.session.handle(now, input)?;
-        // Every hook answers at once here, so one pass decides.
+        self.session.end_turn(now, stop, tool_calls)?;
+        self.drive();
         Ok(self
-            .drive()
+            .session
+            .take_verdict()
             .expect("the policy decides once every hook has answered"))
+    }
+
+    async fn compacted(
+        &mut self,
+        removed_messages: usize,
+        _cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        let now = self.now();
+        self.session.compacted(now, removed_messages)?;
+        self.drive();
+        Ok(self
+            .session
+            .take_reinjections()
+            .expect("the policy decides once every hook has answered"))
+    }
+
+    fn abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError> {
+        let now = self.now();
+        let end = self.session.abort(now, reason)?;
+        self.drive();
+        Ok(end)
     }
 
     async fn call_tools(

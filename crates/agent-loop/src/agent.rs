@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hooks_core::{AbortReason, Decision, EndReason, Injection, Input};
+use hooks_core::{AbortReason, AskError, EndReason, Injection, TurnVerdict};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{self, CompactionSettings, UsageAnchor};
@@ -130,10 +130,7 @@ impl<G: Gateway> Agent<G> {
         if let Err(e) = self.gateway.begin_prompt() {
             // A prompt left open (a caller that dropped run_prompt midway):
             // end it, then start afresh.
-            let _ = self
-                .gateway
-                .decide(Input::Abort(AbortReason::Failed), cancel)
-                .await;
+            let _ = self.gateway.abort(AbortReason::Failed);
             if self.gateway.begin_prompt().is_err() {
                 return self.finish(
                     EndReason::Failed,
@@ -152,54 +149,30 @@ impl<G: Gateway> Agent<G> {
         let mut last_text = String::new();
         loop {
             if cancel.is_cancelled() {
-                return self
-                    .abort(AbortReason::Cancelled, None, last_text, rounds, cancel)
-                    .await;
+                return self.abort(AbortReason::Cancelled, None, last_text, rounds);
             }
             if rounds >= self.settings.max_rounds {
                 let detail =
                     format!("the model made {rounds} requests without finishing (the limit)");
-                return self
-                    .abort(
-                        AbortReason::MaxRounds,
-                        Some(detail),
-                        last_text,
-                        rounds,
-                        cancel,
-                    )
-                    .await;
+                return self.abort(AbortReason::MaxRounds, Some(detail), last_text, rounds);
             }
             match self.compact_if_needed(&original, prompt, cancel).await {
                 Ok(Step::Done(())) => {}
                 Ok(Step::Cancelled) => {
-                    return self
-                        .abort(AbortReason::Cancelled, None, last_text, rounds, cancel)
-                        .await;
+                    return self.abort(AbortReason::Cancelled, None, last_text, rounds);
                 }
                 Err(detail) => {
-                    return self
-                        .abort(AbortReason::Failed, Some(detail), last_text, rounds, cancel)
-                        .await;
+                    return self.abort(AbortReason::Failed, Some(detail), last_text, rounds);
                 }
             }
             rounds += 1;
             let response = match self.ask_model(rounds, cancel).await {
                 Step::Done(Ok(response)) => response,
                 Step::Done(Err(e)) => {
-                    return self
-                        .abort(
-                            AbortReason::Failed,
-                            Some(e.to_string()),
-                            last_text,
-                            rounds,
-                            cancel,
-                        )
-                        .await;
+                    return self.abort(AbortReason::Failed, Some(e.to_string()), last_text, rounds);
                 }
                 Step::Cancelled => {
-                    return self
-                        .abort(AbortReason::Cancelled, None, last_text, rounds, cancel)
-                        .await;
+                    return self.abort(AbortReason::Cancelled, None, last_text, rounds);
                 }
             };
             if !response.text.is_empty() {
@@ -221,21 +194,22 @@ impl<G: Gateway> Agent<G> {
                     tokens: usage.input_tokens.saturating_add(usage.output_tokens),
                 });
             }
-            let input = Input::ModelResponded {
-                stop: response.stop,
-                tool_calls: calls.len(),
-            };
-            let decision = match self.gateway.decide(input, cancel).await {
-                Ok(decision) => decision,
-                Err(e) => {
+            let verdict = match self
+                .gateway
+                .end_turn(response.stop, calls.len(), cancel)
+                .await
+            {
+                Ok(verdict) => verdict,
+                Err(AskError::Cancelled) => {
+                    return self.finish(EndReason::Cancelled, None, last_text, rounds);
+                }
+                Err(AskError::Usage(e)) => {
                     let detail = Some(format!("hook policy error: {e}"));
-                    return self
-                        .abort(AbortReason::Failed, detail, last_text, rounds, cancel)
-                        .await;
+                    return self.abort(AbortReason::Failed, detail, last_text, rounds);
                 }
             };
-            match decision {
-                Decision::RunTools => {
+            match verdict {
+                TurnVerdict::RunTools => {
                     for call in &calls {
                         self.emit(AgentEvent::ToolCall {
                             id: call.id.clone(),
@@ -263,14 +237,9 @@ impl<G: Gateway> Agent<G> {
                         });
                     }
                 }
-                Decision::Continue { injections } => self.inject(&injections),
-                Decision::End { reason } => return self.finish(reason, None, last_text, rounds),
-                Decision::Reinject { .. } => {
-                    let detail =
-                        Some("the hook policy answered a model turn with a re-injection".into());
-                    return self
-                        .abort(AbortReason::Failed, detail, last_text, rounds, cancel)
-                        .await;
+                TurnVerdict::Continue { injections } => self.inject(&injections),
+                TurnVerdict::End { reason } => {
+                    return self.finish(reason, None, last_text, rounds);
                 }
             }
         }
@@ -419,26 +388,11 @@ impl<G: Gateway> Agent<G> {
             after,
             note,
         });
-        let decision = self
-            .gateway
-            .decide(
-                Input::Compacted {
-                    removed_messages: removed,
-                },
-                cancel,
-            )
-            .await
-            .map_err(|e| format!("hook policy error: {e}"))?;
-        let injections = match decision {
-            Decision::Reinject { injections } => injections,
-            Decision::End {
-                reason: EndReason::Cancelled,
-            } => Vec::new(),
-            other => {
-                return Err(format!(
-                    "the hook policy answered a compaction with {other:?}"
-                ));
-            }
+        let injections = match self.gateway.compacted(removed, cancel).await {
+            Ok(injections) => injections,
+            // The compaction stands; the prompt ended during its round.
+            Err(AskError::Cancelled) => Vec::new(),
+            Err(AskError::Usage(e)) => return Err(format!("hook policy error: {e}")),
         };
         self.history = fresh(&self.history, &injections);
         self.anchor = None;
@@ -451,19 +405,15 @@ impl<G: Gateway> Agent<G> {
         Ok(Step::Done(()))
     }
 
-    async fn abort(
+    fn abort(
         &mut self,
         reason: AbortReason,
         detail: Option<String>,
         text: String,
         rounds: u32,
-        cancel: &CancellationToken,
     ) -> PromptOutcome {
-        let end = match self.gateway.decide(Input::Abort(reason), cancel).await {
-            Ok(Decision::End { reason }) => reason,
-            // The policy already ended the prompt (a cancelled round).
-            _ => reason.into(),
-        };
+        // `Err`: the policy already ended the prompt (a cancelled round).
+        let end = self.gateway.abort(reason).unwrap_or(reason.into());
         self.finish(end, detail, text, rounds)
     }
 

@@ -9,7 +9,9 @@
 use std::time::Duration;
 
 use async_trait::async_trait;
-use hooks_core::{Decision, Input, UsageError};
+use hooks_core::{
+    AbortReason, AskError, EndReason, Injection, StopReason, TurnVerdict, UsageError,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::message::ToolCall;
@@ -83,12 +85,27 @@ pub trait Gateway: Send {
     /// A prompt begins.
     fn begin_prompt(&mut self) -> Result<(), UsageError>;
 
-    /// Feeds a question to the policy and runs whatever round it starts.
-    async fn decide(
+    /// The model answered with `stop` and `tool_calls` tool calls: may the
+    /// turn end? Runs the `_Stop` round if the policy calls one \[S1\]-\[S5\].
+    /// A cancelled round ends the prompt: `Err(AskError::Cancelled)` \[T5\].
+    async fn end_turn(
         &mut self,
-        input: Input,
+        stop: StopReason,
+        tool_calls: usize,
         cancel: &CancellationToken,
-    ) -> Result<Decision, UsageError>;
+    ) -> Result<TurnVerdict, AskError>;
+
+    /// The history was compacted, removing `removed_messages` messages:
+    /// the `_PostCompact` pairs to append, possibly none \[P1\]-\[P2\]. A
+    /// cancelled round ends the prompt: `Err(AskError::Cancelled)` \[T5\].
+    async fn compacted(
+        &mut self,
+        removed_messages: usize,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError>;
+
+    /// Ends the prompt on the loop's behalf; returns why it ended \[S5\].
+    fn abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError>;
 
     /// Runs one turn's tool calls, at most `settings.concurrency` at once,
     /// and returns one report per call, in call order. A call to a hook or to

@@ -5,7 +5,9 @@ use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
 use futures::stream::{FuturesUnordered, StreamExt};
-use hooks_core::{Decision, Input, UsageError};
+use hooks_core::{
+    AbortReason, AskError, EndReason, Injection, StopReason, TurnVerdict, UsageError,
+};
 use hooks_mcp::Host;
 use tokio_util::sync::CancellationToken;
 
@@ -46,12 +48,25 @@ impl Gateway for Host {
         Host::begin_prompt(self)
     }
 
-    async fn decide(
+    async fn end_turn(
         &mut self,
-        input: Input,
+        stop: StopReason,
+        tool_calls: usize,
         cancel: &CancellationToken,
-    ) -> Result<Decision, UsageError> {
-        Host::decide(self, input, cancel).await
+    ) -> Result<TurnVerdict, AskError> {
+        Host::end_turn(self, stop, tool_calls, cancel).await
+    }
+
+    async fn compacted(
+        &mut self,
+        removed_messages: usize,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        Host::compacted(self, removed_messages, cancel).await
+    }
+
+    fn abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError> {
+        Host::abort(self, reason)
     }
 
     async fn call_tools(

@@ -2,7 +2,7 @@
 //!
 //! Events are data for people and machines: the CLI prints them, `--json`
 //! serialises them, and both read the same values \[O2\]. They never steer the
-//! loop; [`crate::Decision`] does.
+//! loop; the answers to its questions ([`crate::TurnVerdict`], …) do.
 
 use crate::prelude::*;
 

@@ -39,10 +39,9 @@
 //! let mut session = Session::new(config, vec![todo]).unwrap();
 //! let mut now = Time::ZERO;
 //!
-//! // The driver answers each output; this stand-in server objects once.
+//! // The driver does what each output asks; this stand-in server objects once.
 //! let mut objections_left = 1;
-//! let mut drive = |session: &mut Session, now: Time| -> Option<Decision> {
-//!     let mut decision = None;
+//! let mut drive = |session: &mut Session, now: Time| {
 //!     while let Some(output) = session.poll_output() {
 //!         match output {
 //!             Output::StartServer { server } => {
@@ -56,34 +55,39 @@
 //!                 session.handle(now, Input::HookReplied { call, reply }).unwrap();
 //!             }
 //!             Output::Event(event) => println!("{}", serde_json::to_string(&event).unwrap()),
-//!             Output::Decision(d) => decision = Some(d),
 //!             Output::CancelCall { .. } | Output::KillServer { .. } => {}
 //!         }
 //!     }
-//!     decision
 //! };
 //! drive(&mut session, now);
 //! assert_eq!(session.model_tools().map(|(_, t)| t.qualified.as_str()).collect::<Vec<_>>(), ["todo__todo"]);
 //!
-//! session.handle(now, Input::PromptStarted).unwrap();
+//! session.begin_prompt(now).unwrap();
 //! // The model ends its turn: `_Stop` objects, the loop injects and goes on.
-//! session.handle(now, Input::ModelResponded { stop: StopReason::EndTurn, tool_calls: 0 }).unwrap();
-//! let Some(Decision::Continue { injections }) = drive(&mut session, now) else { panic!() };
+//! session.end_turn(now, StopReason::EndTurn, 0).unwrap();
+//! drive(&mut session, now);
+//! let Some(TurnVerdict::Continue { injections }) = session.take_verdict() else { panic!() };
 //! assert_eq!(injections[0].tool_name, "todo___Stop");
 //! assert_eq!(injections[0].content, r#"{"hook":"_Stop","server":"todo","text":"1 item open"}"#);
 //!
 //! // The model works, then ends again; nobody objects now.
 //! now = now + std::time::Duration::from_millis(40);
-//! session.handle(now, Input::ModelResponded { stop: StopReason::ToolUse, tool_calls: 1 }).unwrap();
-//! assert_eq!(drive(&mut session, now), Some(Decision::RunTools));
-//! session.handle(now, Input::ModelResponded { stop: StopReason::EndTurn, tool_calls: 0 }).unwrap();
-//! assert_eq!(drive(&mut session, now), Some(Decision::End { reason: EndReason::NoObjection }));
+//! session.end_turn(now, StopReason::ToolUse, 1).unwrap();
+//! assert_eq!(session.take_verdict(), Some(TurnVerdict::RunTools));
+//! session.end_turn(now, StopReason::EndTurn, 0).unwrap();
+//! drive(&mut session, now);
+//! assert_eq!(session.take_verdict(), Some(TurnVerdict::End { reason: EndReason::NoObjection }));
 //! assert_eq!(session.budget_used(), 1);
 //! ```
 //!
-//! A real driver does not answer inline: it starts the calls, then waits for
-//! the first of (a reply, the deadline from [`Session::poll_timeout`], a
-//! cancellation) and feeds that in, until a [`Decision`] comes out.
+//! Each question has its own call and its own answer type, so an answer that
+//! cannot happen does not type-check: [`Session::end_turn`] is answered by a
+//! [`TurnVerdict`] ([`Session::take_verdict`]), [`Session::compacted`] by the
+//! pairs to re-inject ([`Session::take_reinjections`]), [`Session::abort`] at
+//! once by an [`EndReason`]. A real driver does not answer inline: it starts
+//! the calls, then waits for the first of (a reply, the deadline from
+//! [`Session::poll_timeout`], a cancellation) and feeds that in, until the
+//! answer is there.
 //!
 //! # Map
 //!
@@ -110,11 +114,13 @@ extern crate std;
 /// What `std`'s prelude would give every module, from `alloc`.
 mod prelude {
     pub(crate) use alloc::borrow::ToOwned;
+    pub(crate) use alloc::format;
     pub(crate) use alloc::string::String;
     #[cfg(test)]
     pub(crate) use alloc::string::ToString;
+    #[cfg(test)]
+    pub(crate) use alloc::vec;
     pub(crate) use alloc::vec::Vec;
-    pub(crate) use alloc::{format, vec};
 }
 
 pub mod answer;
@@ -133,7 +139,7 @@ pub use event::{DownCause, EndReason, Event, PolicyDecision, RoundId, StopReason
 pub use inject::Injection;
 pub use name::{HookPoint, ServerName, ServerNameError};
 pub use session::{
-    AbortReason, CallId, Decision, Input, Output, ServerId, ServerState, Session, SetupError,
-    UsageError,
+    AbortReason, AskError, CallId, Input, Output, ServerId, ServerState, Session, SetupError,
+    TurnVerdict, UsageError,
 };
 pub use time::Time;

@@ -1,10 +1,13 @@
 //! The hook policy of one agent session, as a state machine.
 //!
-//! [`Session`] takes inputs ([`Input`], each with the current [`Time`]) and
-//! queues outputs ([`Output`]) for the driver to drain with
-//! [`Session::poll_output`]. It never waits: when it needs to be woken, it says
-//! when through [`Session::poll_timeout`], and the driver calls
-//! [`Session::handle_timeout`] then.
+//! [`Session`] takes what happened ([`Input`], each with the current
+//! [`Time`]) and the loop's questions, one method each with its own answer
+//! type: [`Session::end_turn`] is answered by a [`TurnVerdict`],
+//! [`Session::compacted`] by the pairs to re-inject, [`Session::abort`] at once
+//! by an [`EndReason`]. It queues what the driver must do and what to report
+//! ([`Output`]) for [`Session::poll_output`]. It never waits: when it needs to
+//! be woken, it says when through [`Session::poll_timeout`], and the driver
+//! calls [`Session::handle_timeout`] then.
 //!
 //! What it decides: which servers to call for a hook round and by when
 //! \[T1\]; what their answers mean \[R1\]-\[R4\]; whether the prompt goes on or ends,
@@ -75,7 +78,9 @@ impl From<AbortReason> for EndReason {
     }
 }
 
-/// Something that happened, fed to [`Session::handle`].
+/// Something that happened to a server or a hook call, fed to
+/// [`Session::handle`]. The loop's questions are methods of their own
+/// ([`Session::end_turn`], [`Session::compacted`], [`Session::abort`]).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
     /// A server started (or restarted) and listed these bare tool names.
@@ -105,20 +110,6 @@ pub enum Input {
         /// The server.
         server: ServerId,
     },
-    /// A prompt begins.
-    PromptStarted,
-    /// The model answered.
-    ModelResponded {
-        /// Its stop reason, as the provider adapter mapped it.
-        stop: StopReason,
-        /// How many tool calls the response carries.
-        tool_calls: usize,
-    },
-    /// The history was compacted \[P1\].
-    Compacted {
-        /// How many messages it removed.
-        removed_messages: usize,
-    },
     /// A hook call came back.
     HookReplied {
         /// The call.
@@ -126,16 +117,15 @@ pub enum Input {
         /// What came back.
         reply: HookReply,
     },
-    /// The loop ends the prompt.
-    Abort(AbortReason),
 }
 
 /// What the core asks of the driver and tells the loop, drained with
 /// [`Session::poll_output`].
 ///
-/// An input that settles a decision queues the [`Output::Decision`] last;
-/// everything it queued before belongs to the same step (the round's calls,
-/// cancellations, kills, and the events that report them).
+/// Outputs are work and reports, never answers: a question's answer waits
+/// in its own slot ([`Session::take_verdict`], [`Session::take_reinjections`])
+/// and is ready once the step that decides it has queued everything it does
+/// (the round's calls, cancellations, kills, and the events that report them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
     /// Call `hook` on `server` with input `{}` \[H5\]; `deadline` is when the
@@ -170,15 +160,12 @@ pub enum Output {
     },
     /// Something to show or log \[O1\].
     Event(Event),
-    /// What the loop does next.
-    Decision(Decision),
 }
 
-/// What the loop does next. Every input that asks a question
-/// ([`Input::ModelResponded`], [`Input::Compacted`], [`Input::Abort`]) gets
-/// exactly one, possibly after a hook round.
+/// The answer to [`Session::end_turn`]: what the loop does with the model's
+/// response.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Decision {
+pub enum TurnVerdict {
     /// The response carries tool calls: run them. Not gated \[S1\].
     RunTools,
     /// `_Stop` objected: append these pairs and ask the model again \[S4\].
@@ -186,27 +173,59 @@ pub enum Decision {
         /// In configuration order \[I3\]; never empty.
         injections: Vec<Injection>,
     },
-    /// After a compaction: append these `_PostCompact` pairs (possibly none)
-    /// before the next request \[P2\].
-    Reinject {
-        /// In configuration order \[I3\].
-        injections: Vec<Injection>,
-    },
     /// The prompt is over \[S5\].
     End {
-        /// Why.
+        /// Why; never [`EndReason::Cancelled`], which only
+        /// [`Session::abort`] gives.
         reason: EndReason,
     },
+}
+
+/// Why a driver's question got no answer. The core's own questions fail only
+/// with a [`UsageError`]; a driver that waits for a hook round and can be
+/// cancelled adds [`AskError::Cancelled`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AskError {
+    /// The question cannot be asked in the current state.
+    Usage(UsageError),
+    /// The prompt was cancelled while the question's hook round ran; the
+    /// driver called [`Session::abort`], so the prompt has ended with
+    /// [`EndReason::Cancelled`] \[T5\].
+    Cancelled,
+}
+
+impl From<UsageError> for AskError {
+    fn from(e: UsageError) -> AskError {
+        AskError::Usage(e)
+    }
+}
+
+impl fmt::Display for AskError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            AskError::Usage(e) => fmt::Display::fmt(e, f),
+            AskError::Cancelled => f.write_str("the prompt was cancelled during a hook round"),
+        }
+    }
+}
+
+impl core::error::Error for AskError {}
+
+/// A decided answer, waiting to be taken by its typed getter.
+#[derive(Debug)]
+enum Answer {
+    Turn(TurnVerdict),
+    Reinject(Vec<Injection>),
 }
 
 /// A misuse of the API: an input that cannot happen in the current state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UsageError {
-    /// [`Input::PromptStarted`] while a prompt runs.
+    /// [`Session::begin_prompt`] while a prompt runs.
     PromptRunning,
-    /// A prompt input while no prompt runs.
+    /// A question while no prompt runs.
     NoPrompt,
-    /// A prompt input while a hook round is in flight.
+    /// A question while a hook round is in flight.
     RoundInFlight,
     /// A [`ServerId`] that is not in the configuration.
     UnknownServer(ServerId),
@@ -218,7 +237,7 @@ impl fmt::Display for UsageError {
             UsageError::PromptRunning => f.write_str("a prompt is already running"),
             UsageError::NoPrompt => f.write_str("no prompt is running"),
             UsageError::RoundInFlight => {
-                f.write_str("a hook round is in flight; wait for its decision")
+                f.write_str("a hook round is in flight; wait for its answer")
             }
             UsageError::UnknownServer(id) => write!(f, "no server has id {}", id.0),
         }
@@ -326,6 +345,8 @@ pub struct Session {
     /// The latest time seen; inputs that carry an earlier time use this one.
     now: Time,
     outputs: VecDeque<Output>,
+    /// The answer to the question asked last, once decided and until taken.
+    answer: Option<Answer>,
 }
 
 impl Session {
@@ -372,6 +393,7 @@ impl Session {
             next_call: 1,
             now: Time::ZERO,
             outputs,
+            answer: None,
         };
         for id in 0..session.servers.len() {
             session.start(ServerId(id));
@@ -462,8 +484,9 @@ impl Session {
         }
     }
 
-    /// The next output, if any. Drain it after every input: outputs are the
-    /// only way the core's decisions leave it.
+    /// The next output, if any. Drain it after every input and question:
+    /// outputs are the only way the core's work and reports leave it; then
+    /// take the answer, if the question asked has one ready.
     #[must_use]
     pub fn poll_output(&mut self) -> Option<Output> {
         self.outputs.pop_front()
@@ -492,30 +515,89 @@ impl Session {
                 let id = self.check(server)?;
                 self.restart_if_due(id);
             }
-            Input::PromptStarted => match self.phase {
-                Phase::Idle => {
-                    self.phase = Phase::Prompt { objected: false };
-                    self.restart_unlisted();
-                }
-                _ => return Err(UsageError::PromptRunning),
-            },
-            Input::ModelResponded { stop, tool_calls } => {
-                let objected = self.prompt_ready()?;
-                self.on_model(objected, stop, tool_calls);
-            }
-            Input::Compacted { removed_messages } => {
-                let objected = self.prompt_ready()?;
-                if removed_messages == 0 || self.config.allowlist.is_off() {
-                    self.outputs
-                        .push_back(Output::Decision(Decision::Reinject { injections: vec![] }));
-                } else {
-                    self.start_round(HookPoint::PostCompact, objected);
-                }
-            }
             Input::HookReplied { call, reply } => self.on_reply(call, reply),
-            Input::Abort(reason) => self.on_abort(reason)?,
         }
         Ok(())
+    }
+
+    /// A prompt begins.
+    pub fn begin_prompt(&mut self, now: Time) -> Result<(), UsageError> {
+        self.now = self.now.max(now);
+        match self.phase {
+            Phase::Idle => {
+                self.phase = Phase::Prompt { objected: false };
+                self.answer = None;
+                self.restart_unlisted();
+                Ok(())
+            }
+            _ => Err(UsageError::PromptRunning),
+        }
+    }
+
+    /// The model answered with `stop` and `tool_calls` tool calls: may the
+    /// turn end? Answered by a [`TurnVerdict`] in [`Session::take_verdict`],
+    /// at once or after a `_Stop` round \[S1\]-\[S5\].
+    pub fn end_turn(
+        &mut self,
+        now: Time,
+        stop: StopReason,
+        tool_calls: usize,
+    ) -> Result<(), UsageError> {
+        self.now = self.now.max(now);
+        let objected = self.prompt_ready()?;
+        self.answer = None;
+        self.on_model(objected, stop, tool_calls);
+        Ok(())
+    }
+
+    /// The history was compacted, removing `removed_messages` messages
+    /// \[P1\]: what goes back in? Answered by the `_PostCompact` pairs
+    /// (possibly none) in [`Session::take_reinjections`], at once or after a
+    /// round \[P2\].
+    pub fn compacted(&mut self, now: Time, removed_messages: usize) -> Result<(), UsageError> {
+        self.now = self.now.max(now);
+        let objected = self.prompt_ready()?;
+        self.answer = None;
+        if removed_messages == 0 || self.config.allowlist.is_off() {
+            self.answer = Some(Answer::Reinject(Vec::new()));
+        } else {
+            self.start_round(HookPoint::PostCompact, objected);
+        }
+        Ok(())
+    }
+
+    /// The loop ends the prompt on its own. A round in flight ends now: its
+    /// calls are cancelled \[T5\] and its question gets no answer. Returns why
+    /// the prompt ended \[S5\].
+    pub fn abort(&mut self, now: Time, reason: AbortReason) -> Result<EndReason, UsageError> {
+        self.now = self.now.max(now);
+        self.answer = None;
+        self.on_abort(reason)
+    }
+
+    /// The answer to [`Session::end_turn`], once decided; taken once.
+    #[must_use]
+    pub fn take_verdict(&mut self) -> Option<TurnVerdict> {
+        match self.answer.take() {
+            Some(Answer::Turn(verdict)) => Some(verdict),
+            other => {
+                self.answer = other;
+                None
+            }
+        }
+    }
+
+    /// The answer to [`Session::compacted`], once decided: the pairs to append
+    /// before the next request, in configuration order \[I3\]; taken once.
+    #[must_use]
+    pub fn take_reinjections(&mut self) -> Option<Vec<Injection>> {
+        match self.answer.take() {
+            Some(Answer::Reinject(injections)) => Some(injections),
+            other => {
+                self.answer = other;
+                None
+            }
+        }
     }
 
     /// Tells the core that `now` has come: calls past their deadline time out
@@ -577,7 +659,7 @@ impl Session {
         if tool_calls > 0 {
             // [S2]: a tool call between two end-of-turns resets the rule.
             self.phase = Phase::Prompt { objected: false };
-            self.outputs.push_back(Output::Decision(Decision::RunTools));
+            self.answer = Some(Answer::Turn(TurnVerdict::RunTools));
             return;
         }
         let reason = if stop != StopReason::EndTurn {
@@ -592,7 +674,7 @@ impl Session {
             self.start_round(HookPoint::Stop, objected);
             return;
         };
-        self.end_prompt(None, reason);
+        self.end_turn_with(None, reason);
     }
 
     fn start_round(&mut self, hook: HookPoint, objected: bool) {
@@ -694,7 +776,7 @@ impl Session {
         self.decide_if_done();
     }
 
-    fn on_abort(&mut self, reason: AbortReason) -> Result<(), UsageError> {
+    fn on_abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError> {
         let round = match core::mem::replace(&mut self.phase, Phase::Idle) {
             Phase::Idle => return Err(UsageError::NoPrompt),
             Phase::Prompt { .. } => None,
@@ -717,8 +799,9 @@ impl Session {
             }
             ended_round = Some(round.id);
         }
-        self.end_prompt(ended_round, reason.into());
-        Ok(())
+        let reason = EndReason::from(reason);
+        self.end_prompt(ended_round, reason.clone());
+        Ok(reason)
     }
 
     fn call_at(&self, index: usize) -> CallId {
@@ -777,7 +860,7 @@ impl Session {
         let servers: Vec<ServerName> = injections.iter().map(|i| i.server.clone()).collect();
         match round.hook {
             HookPoint::Stop if injections.is_empty() => {
-                self.end_prompt(Some(round.id), EndReason::NoObjection);
+                self.end_turn_with(Some(round.id), EndReason::NoObjection);
             }
             HookPoint::Stop => {
                 // [S3]: one objected end-of-turn costs one, however many objected.
@@ -791,14 +874,12 @@ impl Session {
                         budget: self.config.stop_budget.get(),
                     },
                 );
-                self.outputs
-                    .push_back(Output::Decision(Decision::Continue { injections }));
+                self.answer = Some(Answer::Turn(TurnVerdict::Continue { injections }));
             }
             HookPoint::PostCompact => {
                 self.phase = Phase::Prompt { objected };
                 self.decided(Some(round.id), PolicyDecision::Reinject { servers });
-                self.outputs
-                    .push_back(Output::Decision(Decision::Reinject { injections }));
+                self.answer = Some(Answer::Reinject(injections));
             }
         }
     }
@@ -811,8 +892,12 @@ impl Session {
                 reason: reason.clone(),
             },
         );
-        self.outputs
-            .push_back(Output::Decision(Decision::End { reason }));
+    }
+
+    /// Ends the prompt as the answer to [`Session::end_turn`].
+    fn end_turn_with(&mut self, round: Option<RoundId>, reason: EndReason) {
+        self.end_prompt(round, reason.clone());
+        self.answer = Some(Answer::Turn(TurnVerdict::End { reason }));
     }
 
     fn decided(&mut self, round: Option<RoundId>, decision: PolicyDecision) {

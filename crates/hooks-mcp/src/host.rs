@@ -20,8 +20,9 @@ use std::time::Duration;
 use futures::future::{AbortHandle, Abortable, BoxFuture};
 use futures::stream::{FuturesUnordered, StreamExt};
 use hooks_core::{
-    CallId, Decision, Event, HookConfig, HookReply, Input, Output, ServerId, ServerName,
-    ServerState, Session, SetupError, Time, UsageError, Warning,
+    AbortReason, AskError, CallId, EndReason, Event, HookConfig, HookReply, Injection, Input,
+    Output, ServerId, ServerName, ServerState, Session, SetupError, StopReason, Time, TurnVerdict,
+    UsageError, Warning,
 };
 use rmcp::model::{JsonObject, Tool};
 use tokio::sync::mpsc;
@@ -269,31 +270,67 @@ impl Host {
     pub fn begin_prompt(&mut self) -> Result<(), UsageError> {
         self.pump();
         let now = self.now();
-        self.session.handle(now, Input::PromptStarted)?;
+        self.session.begin_prompt(now)?;
         self.process(&mut Calls::default());
         Ok(())
     }
 
-    /// Feeds a question ([`Input::ModelResponded`], [`Input::Compacted`],
-    /// [`Input::Abort`]) and runs whatever hook round it starts until the
-    /// core decides. Cancelling `cancel` ends a round at once \[T5\].
-    pub async fn decide(
+    /// The model answered with `stop` and `tool_calls` tool calls: runs the
+    /// `_Stop` round, if the policy calls one, until it is decided.
+    /// Cancelling `cancel` ends the round and the prompt at once \[T5\].
+    pub async fn end_turn(
         &mut self,
-        input: Input,
+        stop: StopReason,
+        tool_calls: usize,
         cancel: &CancellationToken,
-    ) -> Result<Decision, UsageError> {
+    ) -> Result<TurnVerdict, AskError> {
         self.pump();
         let now = self.now();
-        self.session.handle(now, input)?;
+        self.session.end_turn(now, stop, tool_calls)?;
+        self.answer(Session::take_verdict, cancel).await
+    }
+
+    /// The history was compacted, removing `removed_messages` messages:
+    /// runs the `_PostCompact` round, if any, and returns the pairs to append
+    /// \[P1\]-\[P2\]. Cancelling `cancel` ends the round and the prompt at
+    /// once \[T5\].
+    pub async fn compacted(
+        &mut self,
+        removed_messages: usize,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        self.pump();
+        let now = self.now();
+        self.session.compacted(now, removed_messages)?;
+        self.answer(Session::take_reinjections, cancel).await
+    }
+
+    /// Ends the prompt on the loop's behalf \[S5\]; returns why it ended.
+    pub fn abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError> {
+        self.pump();
+        let now = self.now();
+        let end = self.session.abort(now, reason)?;
+        self.process(&mut Calls::default());
+        Ok(end)
+    }
+
+    /// Runs the round the question just asked started, if any, until `take`
+    /// has its answer: calls out, replies and deadlines in, restarts beside.
+    async fn answer<T>(
+        &mut self,
+        take: fn(&mut Session) -> Option<T>,
+        cancel: &CancellationToken,
+    ) -> Result<T, AskError> {
         let mut calls = Calls::default();
         loop {
-            if let Some(decision) = self.process(&mut calls) {
+            self.process(&mut calls);
+            if let Some(answer) = take(&mut self.session) {
                 // Calls still in flight belong to a decided round: dropping
                 // them cancels them on the wire [T2].
                 for handle in calls.aborts.values() {
                     handle.abort();
                 }
-                return Ok(decision);
+                return Ok(answer);
             }
             let deadline = self
                 .session
@@ -301,9 +338,12 @@ impl Host {
                 .map(|t| self.epoch + t.since_epoch());
             tokio::select! {
                 biased;
-                () = cancel.cancelled(), if self.session.in_prompt() => {
+                () = cancel.cancelled() => {
                     let now = self.now();
-                    self.session.handle(now, Input::Abort(hooks_core::AbortReason::Cancelled))?;
+                    self.session.abort(now, AbortReason::Cancelled)?;
+                    // Cancels every call in flight [T5].
+                    self.process(&mut calls);
+                    return Err(AskError::Cancelled);
                 }
                 Some(answered) = calls.in_flight.next(), if !calls.in_flight.is_empty() => {
                     if let Ok((call, reply)) = answered {
@@ -469,8 +509,8 @@ impl Host {
         }
     }
 
-    /// Acts on every queued output; returns the decision if one came.
-    fn process(&mut self, calls: &mut Calls) -> Option<Decision> {
+    /// Acts on every queued output.
+    fn process(&mut self, calls: &mut Calls) {
         while let Some(output) = self.session.poll_output() {
             match output {
                 Output::CallHook {
@@ -517,10 +557,8 @@ impl Host {
                     }
                     (self.sink)(&event);
                 }
-                Output::Decision(decision) => return Some(decision),
             }
         }
-        None
     }
 
     fn spawn_start(&mut self, server: ServerId) {

@@ -21,7 +21,7 @@
 //! ```no_run
 //! # async fn demo() -> Result<(), Box<dyn std::error::Error>> {
 //! use std::sync::Arc;
-//! use hooks_core::{Decision, HookConfig, Input, ServerName, StopReason};
+//! use hooks_core::{HookConfig, ServerName, StopReason, TurnVerdict};
 //! use hooks_mcp::{Host, HostOptions, ServerSpec};
 //! use tokio_util::sync::CancellationToken;
 //!
@@ -31,9 +31,8 @@
 //! let mut host = Host::start(vec![todo], config, HostOptions::default(), sink).await?;
 //!
 //! host.begin_prompt()?;
-//! let ended = Input::ModelResponded { stop: StopReason::EndTurn, tool_calls: 0 };
-//! match host.decide(ended, &CancellationToken::new()).await? {
-//!     Decision::Continue { injections } => println!("objections: {injections:?}"),
+//! match host.end_turn(StopReason::EndTurn, 0, &CancellationToken::new()).await? {
+//!     TurnVerdict::Continue { injections } => println!("objections: {injections:?}"),
 //!     other => println!("{other:?}"),
 //! }
 //! host.shutdown().await;

@@ -20,7 +20,7 @@ use std::sync::Arc;
 
 use agent_loop::{Agent, AgentEvent, AgentSettings, Model};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
-use hooks_core::{Decision, EndReason, HookConfig, HookPoint, Input, StopReason};
+use hooks_core::{AskError, EndReason, HookConfig, HookPoint, StopReason, TurnVerdict};
 use hooks_mcp::{Host, HostOptions, ServerSpec};
 
 use crate::cli::{Cli, Command, HookServerCommand, HooksCommand};
@@ -470,38 +470,33 @@ async fn hooks_call(
         return EXIT_FAILURE;
     }
     let cancel = signals.token();
-    let input = match hook {
-        HookPoint::Stop => Input::ModelResponded {
-            stop: StopReason::EndTurn,
-            tool_calls: 0,
+    let answered = match host.begin_prompt() {
+        Ok(()) => match hook {
+            HookPoint::Stop => host
+                .end_turn(StopReason::EndTurn, 0, cancel)
+                .await
+                .map(|verdict| match verdict {
+                    TurnVerdict::Continue { injections } => {
+                        format!("the agent would go on: {} objection(s)", injections.len())
+                    }
+                    TurnVerdict::End { reason } => format!("the agent would stop: {reason}"),
+                    // A turn without tool calls never runs tools [S1].
+                    TurnVerdict::RunTools => "the agent would run tools".to_owned(),
+                }),
+            HookPoint::PostCompact => host.compacted(1, cancel).await.map(|injections| {
+                format!("the agent would re-inject {} answer(s)", injections.len())
+            }),
         },
-        HookPoint::PostCompact => Input::Compacted {
-            removed_messages: 1,
-        },
-    };
-    let decided = match host.begin_prompt() {
-        Ok(()) => host.decide(input, cancel).await,
-        Err(e) => Err(e),
+        Err(e) => Err(AskError::Usage(e)),
     };
     host.shutdown().await;
-    let (code, summary) = match decided {
-        Ok(Decision::Continue { injections }) => (
-            EXIT_OK,
-            format!("the agent would go on: {} objection(s)", injections.len()),
-        ),
-        Ok(Decision::Reinject { injections }) => (
-            EXIT_OK,
-            format!("the agent would re-inject {} answer(s)", injections.len()),
-        ),
-        Ok(Decision::End {
-            reason: EndReason::Cancelled,
-        }) => (
+    let (code, summary) = match answered {
+        Ok(summary) => (EXIT_OK, summary),
+        Err(AskError::Cancelled) => (
             signals.exit_status().unwrap_or(EXIT_INTERRUPTED),
             "cancelled".to_owned(),
         ),
-        Ok(Decision::End { reason }) => (EXIT_OK, format!("the agent would stop: {reason}")),
-        Ok(Decision::RunTools) => (EXIT_FAILURE, "unexpected decision: run tools".to_owned()),
-        Err(e) => (EXIT_FAILURE, format!("the hook policy refused: {e}")),
+        Err(AskError::Usage(e)) => (EXIT_FAILURE, format!("the hook policy refused: {e}")),
     };
     if json {
         print_out(&format!(

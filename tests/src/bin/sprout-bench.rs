@@ -18,8 +18,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hooks_core::{
-    Decision, EndReason, HookConfig, HookReply, Input, Output, ReplyPart, ServerName, Session,
-    StopReason, Time,
+    EndReason, HookConfig, HookReply, Input, Output, ReplyPart, ServerName, Session, StopReason,
+    Time, TurnVerdict,
 };
 use hooks_mcp::server::ToolServer;
 use hooks_mcp::{Host, HostOptions, ServerSpec};
@@ -193,18 +193,14 @@ async fn start(specs: Vec<ServerSpec>, timeout_ms: u64) -> Host {
 async fn stop_round(host: &mut Host) -> Duration {
     let started = Instant::now();
     host.begin_prompt().expect("no prompt runs");
-    let ended = Input::ModelResponded {
-        stop: StopReason::EndTurn,
-        tool_calls: 0,
-    };
     let decision = host
-        .decide(ended, &CancellationToken::new())
+        .end_turn(StopReason::EndTurn, 0, &CancellationToken::new())
         .await
         .expect("valid input");
     let took = started.elapsed();
     assert_eq!(
         decision,
-        Decision::End {
+        TurnVerdict::End {
             reason: EndReason::NoObjection
         }
     );
@@ -471,16 +467,20 @@ fn core_rate(run_for: Duration) -> f64 {
     let mut now = Time::ZERO;
     // Answers every call of the round in flight (the first server objects
     // when `objection`) until the decision comes out.
-    let decide = |session: &mut Session, now: Time, input: Input, objection: bool| -> Decision {
-        session.handle(now, input).expect("valid input");
+    let decide = |session: &mut Session, now: Time, input: (StopReason, usize), objection: bool| {
+        let (stop, tool_calls) = input;
+        session
+            .end_turn(now, stop, tool_calls)
+            .expect("valid input");
         let mut calls = Vec::new();
         loop {
             while let Some(output) = session.poll_output() {
-                match output {
-                    Output::CallHook { call, .. } => calls.push(call),
-                    Output::Decision(decision) => return decision,
-                    _ => {}
+                if let Output::CallHook { call, .. } = output {
+                    calls.push(call);
                 }
+            }
+            if let Some(verdict) = session.take_verdict() {
+                return verdict;
             }
             assert!(
                 !calls.is_empty(),
@@ -499,14 +499,8 @@ fn core_rate(run_for: Duration) -> f64 {
             }
         }
     };
-    let tools = || Input::ModelResponded {
-        stop: StopReason::ToolUse,
-        tool_calls: 1,
-    };
-    let end = || Input::ModelResponded {
-        stop: StopReason::EndTurn,
-        tool_calls: 0,
-    };
+    let tools = || (StopReason::ToolUse, 1);
+    let end = || (StopReason::EndTurn, 0);
     let started = Instant::now();
     let mut decisions = 0u64;
     while started.elapsed() < run_for {
@@ -516,14 +510,14 @@ fn core_rate(run_for: Duration) -> f64 {
         }
         for _ in 0..50 {
             now = now + Duration::from_micros(50);
-            session.handle(now, Input::PromptStarted).expect("idle");
+            session.begin_prompt(now).expect("idle");
             decide(&mut session, now, tools(), false);
             decide(&mut session, now, end(), true);
             decide(&mut session, now, tools(), false);
             let last = decide(&mut session, now, end(), false);
             debug_assert_eq!(
                 last,
-                Decision::End {
+                TurnVerdict::End {
                     reason: EndReason::NoObjection
                 }
             );

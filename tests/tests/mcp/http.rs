@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use axum::response::IntoResponse;
 
-use hooks_core::{Decision, EndReason, HookPoint, ServerName};
+use hooks_core::{EndReason, HookPoint, ServerName, TurnVerdict};
 use hooks_mcp::ServerSpec;
 use hooks_mcp::server::ToolServer;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
@@ -63,7 +63,7 @@ async fn stop_round_over_streamable_http() {
         headers.insert("Authorization".into(), "Bearer sesame".into());
     }
     let mut rig = rig(vec![spec], Some("*"), 5000, 3).await;
-    let Decision::Continue { injections } = rig.end_turn().await else {
+    let TurnVerdict::Continue { injections } = rig.end_turn().await else {
         panic!("expected an objection over HTTP")
     };
     assert_eq!(
@@ -73,7 +73,7 @@ async fn stop_round_over_streamable_http() {
     rig.used_tools().await;
     assert_eq!(
         rig.end_turn().await,
-        Decision::End {
+        TurnVerdict::End {
             reason: EndReason::NoObjection
         }
     );

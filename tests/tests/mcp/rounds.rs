@@ -1,6 +1,6 @@
 //! Hook rounds over real stdio servers: what answers mean, who is asked.
 
-use hooks_core::{Decision, EndReason, ErrorKind, Event, Outcome, Warning};
+use hooks_core::{EndReason, ErrorKind, Event, Outcome, TurnVerdict, Warning};
 
 use crate::support::{Scratch, fixture, log_events, rig};
 
@@ -18,7 +18,7 @@ async fn objections_are_injected_in_configuration_order() {
         3,
     )
     .await;
-    let Decision::Continue { injections } = rig.end_turn().await else {
+    let TurnVerdict::Continue { injections } = rig.end_turn().await else {
         panic!("expected an objection")
     };
     let names: Vec<&str> = injections.iter().map(|i| i.tool_name.as_str()).collect();
@@ -30,7 +30,7 @@ async fn objections_are_injected_in_configuration_order() {
     rig.used_tools().await;
     assert_eq!(
         rig.end_turn().await,
-        Decision::End {
+        TurnVerdict::End {
             reason: EndReason::NoObjection
         }
     );
@@ -56,7 +56,7 @@ async fn every_kind_of_answer_is_read_r1_r4() {
         3,
     )
     .await;
-    let Decision::Continue { injections } = rig.end_turn().await else {
+    let TurnVerdict::Continue { injections } = rig.end_turn().await else {
         panic!("big objects")
     };
     assert_eq!(injections.len(), 1, "only the big answer is an objection");
@@ -101,7 +101,7 @@ async fn hooks_off_calls_nothing_a1() {
     .await;
     assert_eq!(
         rig.end_turn().await,
-        Decision::End {
+        TurnVerdict::End {
             reason: EndReason::HooksOff
         }
     );
@@ -126,7 +126,7 @@ async fn only_allowlisted_servers_hook_a2_a3() {
     .await;
     assert_eq!(
         rig.end_turn().await,
-        Decision::End {
+        TurnVerdict::End {
             reason: EndReason::NoObjection
         }
     );
@@ -179,7 +179,7 @@ async fn listing_warnings_reach_the_caller_h4() {
     assert_eq!(tools, ["s__read"]);
     assert_eq!(
         rig.end_turn().await,
-        Decision::End {
+        TurnVerdict::End {
             reason: EndReason::NoObjection
         }
     );
@@ -198,18 +198,18 @@ async fn consecutive_rule_and_budget_hold_end_to_end() {
         2,
     )
     .await;
-    assert!(matches!(rig.end_turn().await, Decision::Continue { .. }));
+    assert!(matches!(rig.end_turn().await, TurnVerdict::Continue { .. }));
     assert_eq!(
         rig.end_turn().await,
-        Decision::End {
+        TurnVerdict::End {
             reason: EndReason::Declined
         }
     );
-    assert!(matches!(rig.end_turn().await, Decision::Continue { .. }));
+    assert!(matches!(rig.end_turn().await, TurnVerdict::Continue { .. }));
     rig.used_tools().await;
     assert_eq!(
         rig.end_turn().await,
-        Decision::End {
+        TurnVerdict::End {
             reason: EndReason::BudgetSpent
         }
     );

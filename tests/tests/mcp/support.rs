@@ -3,7 +3,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hooks_core::{Decision, Event, HookConfig, Input, Outcome, ServerName, StopReason};
+use hooks_core::{AskError, Event, HookConfig, Outcome, ServerName, StopReason, TurnVerdict};
 use hooks_mcp::{Host, HostOptions, ServerSpec};
 use tokio_util::sync::CancellationToken;
 
@@ -55,34 +55,31 @@ pub(crate) async fn rig_with(
 
 impl Rig {
     /// The model ends its turn: runs the `_Stop` round (starting a prompt if
-    /// none runs) and returns the decision.
-    pub(crate) async fn end_turn(&mut self) -> Decision {
-        self.end_turn_cancellable(&CancellationToken::new()).await
+    /// none runs) and returns the verdict.
+    pub(crate) async fn end_turn(&mut self) -> TurnVerdict {
+        self.end_turn_cancellable(&CancellationToken::new())
+            .await
+            .unwrap()
     }
 
-    pub(crate) async fn end_turn_cancellable(&mut self, cancel: &CancellationToken) -> Decision {
+    pub(crate) async fn end_turn_cancellable(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<TurnVerdict, AskError> {
         if !self.host.session().in_prompt() {
             self.host.begin_prompt().unwrap();
         }
-        let input = Input::ModelResponded {
-            stop: StopReason::EndTurn,
-            tool_calls: 0,
-        };
-        self.host.decide(input, cancel).await.unwrap()
+        self.host.end_turn(StopReason::EndTurn, 0, cancel).await
     }
 
     /// The model calls a tool, which resets the consecutive rule.
     pub(crate) async fn used_tools(&mut self) {
-        let input = Input::ModelResponded {
-            stop: StopReason::ToolUse,
-            tool_calls: 1,
-        };
-        let decision = self
+        let verdict = self
             .host
-            .decide(input, &CancellationToken::new())
+            .end_turn(StopReason::ToolUse, 1, &CancellationToken::new())
             .await
             .unwrap();
-        assert_eq!(decision, Decision::RunTools);
+        assert_eq!(verdict, TurnVerdict::RunTools);
     }
 
     /// `(server, outcome)` of every hook call so far, in event order.

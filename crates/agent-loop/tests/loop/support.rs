@@ -10,8 +10,8 @@ use agent_loop::{AgentEvent, Model, ModelError, ModelRequest, ModelResponse, Sin
 use agent_loop::{ToolDef, ToolOutput};
 use async_trait::async_trait;
 use hooks_core::{
-    Decision, HookConfig, HookPoint, HookReply, Input, Output, ReplyPart, ServerId, ServerName,
-    Session, Time, UsageError,
+    AbortReason, AskError, EndReason, HookConfig, HookPoint, HookReply, Injection, Input, Output,
+    ReplyPart, ServerId, ServerName, Session, StopReason, Time, TurnVerdict, UsageError,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -41,6 +41,49 @@ pub(crate) struct FakeGateway {
 }
 
 impl FakeGateway {
+    /// Runs the round the question started, answering its calls from the
+    /// scripts and jumping to deadlines, until `take` has the answer.
+    fn answer<T>(
+        &mut self,
+        take: fn(&mut Session) -> Option<T>,
+        cancel: &CancellationToken,
+    ) -> Result<T, AskError> {
+        loop {
+            let mut pending = Vec::new();
+            while let Some(output) = self.session.poll_output() {
+                if let Output::CallHook {
+                    call, server, hook, ..
+                } = output
+                {
+                    pending.push((call, server, hook));
+                }
+            }
+            if let Some(answer) = take(&mut self.session) {
+                return Ok(answer);
+            }
+            if cancel.is_cancelled() {
+                self.session.abort(self.now, AbortReason::Cancelled)?;
+                while self.session.poll_output().is_some() {}
+                return Err(AskError::Cancelled);
+            }
+            let mut answered = false;
+            for (call, server, hook) in pending {
+                if let Some(reply) = self.hook_answer(server, hook) {
+                    self.session
+                        .handle(self.now, Input::HookReplied { call, reply })?;
+                    answered = true;
+                }
+            }
+            if !answered {
+                // Jump to the deadline: hanging hooks time out [T1].
+                if let Some(deadline) = self.session.poll_timeout() {
+                    self.now = deadline;
+                    self.session.handle_timeout(deadline);
+                }
+            }
+        }
+    }
+
     pub(crate) fn new(servers: Vec<FakeServer>, allow: Option<&str>, budget: u32) -> FakeGateway {
         let config =
             HookConfig::from_values(allow, Some("1000"), Some(&budget.to_string())).unwrap();
@@ -73,7 +116,7 @@ impl FakeGateway {
         }
     }
 
-    fn answer(&mut self, server: ServerId, hook: HookPoint) -> Option<HookReply> {
+    fn hook_answer(&mut self, server: ServerId, hook: HookPoint) -> Option<HookReply> {
         let spec = &self.servers[server.0];
         let script = match hook {
             HookPoint::Stop => spec.stop.as_ref(),
@@ -100,47 +143,32 @@ impl Gateway for FakeGateway {
     }
 
     fn begin_prompt(&mut self) -> Result<(), UsageError> {
-        self.session.handle(self.now, Input::PromptStarted)
+        self.session.begin_prompt(self.now)
     }
 
-    async fn decide(
+    async fn end_turn(
         &mut self,
-        input: Input,
+        stop: StopReason,
+        tool_calls: usize,
         cancel: &CancellationToken,
-    ) -> Result<Decision, UsageError> {
-        self.session.handle(self.now, input)?;
-        loop {
-            let mut pending = Vec::new();
-            while let Some(output) = self.session.poll_output() {
-                match output {
-                    Output::Decision(decision) => return Ok(decision),
-                    Output::CallHook {
-                        call, server, hook, ..
-                    } => pending.push((call, server, hook)),
-                    _ => {}
-                }
-            }
-            if cancel.is_cancelled() {
-                self.session
-                    .handle(self.now, Input::Abort(hooks_core::AbortReason::Cancelled))?;
-                continue;
-            }
-            let mut answered = false;
-            for (call, server, hook) in pending {
-                if let Some(reply) = self.answer(server, hook) {
-                    self.session
-                        .handle(self.now, Input::HookReplied { call, reply })?;
-                    answered = true;
-                }
-            }
-            if !answered {
-                // Jump to the deadline: hanging hooks time out [T1].
-                if let Some(deadline) = self.session.poll_timeout() {
-                    self.now = deadline;
-                    self.session.handle_timeout(deadline);
-                }
-            }
-        }
+    ) -> Result<TurnVerdict, AskError> {
+        self.session.end_turn(self.now, stop, tool_calls)?;
+        self.answer(Session::take_verdict, cancel)
+    }
+
+    async fn compacted(
+        &mut self,
+        removed_messages: usize,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        self.session.compacted(self.now, removed_messages)?;
+        self.answer(Session::take_reinjections, cancel)
+    }
+
+    fn abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError> {
+        let end = self.session.abort(self.now, reason)?;
+        while self.session.poll_output().is_some() {}
+        Ok(end)
     }
 
     async fn call_tools(

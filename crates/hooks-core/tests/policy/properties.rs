@@ -172,6 +172,22 @@ enum Pending {
     },
 }
 
+/// A question the loop asks the core.
+#[derive(Clone, Debug)]
+enum Question {
+    EndTurn { stop: StopReason, tool_calls: usize },
+    Compacted(usize),
+    Abort(AbortReason),
+}
+
+/// The answer a question got, whichever of the core's typed answers it was.
+#[derive(Clone, Debug, PartialEq)]
+enum Answer {
+    Turn(TurnVerdict),
+    Reinject(Vec<Injection>),
+    Ended(EndReason),
+}
+
 /// The shell, simulated, with the invariant checks.
 struct Driver {
     world: World,
@@ -183,7 +199,7 @@ struct Driver {
     start_attempts: Vec<usize>,
     /// Every output with its time, for the determinism property.
     trace: Vec<String>,
-    decisions: Vec<(Time, Decision)>,
+    answers: Vec<(Time, Answer)>,
     questions: usize,
     /// Round id -> start time, until its decision.
     open_rounds: BTreeMap<u64, Time>,
@@ -216,7 +232,7 @@ impl Driver {
             seq: 0,
             start_attempts: vec![0; n],
             trace: Vec::new(),
-            decisions: Vec::new(),
+            answers: Vec::new(),
             questions: 0,
             open_rounds: BTreeMap::new(),
             timeouts: vec![0; n],
@@ -319,8 +335,13 @@ impl Driver {
                     self.schedule(at, Pending::Started { server, ok });
                 }
                 Output::Event(event) => self.check_event(&event),
-                Output::Decision(decision) => self.check_decision(decision),
             }
+        }
+        if let Some(verdict) = self.session.take_verdict() {
+            self.check_answer(Answer::Turn(verdict));
+        }
+        if let Some(injections) = self.session.take_reinjections() {
+            self.check_answer(Answer::Reinject(injections));
         }
         // The budget is never exceeded [S3].
         assert!(self.session.budget_used() <= self.world.budget);
@@ -404,9 +425,9 @@ impl Driver {
         }
     }
 
-    fn check_decision(&mut self, decision: Decision) {
-        match &decision {
-            Decision::Continue { injections } => {
+    fn check_answer(&mut self, answer: Answer) {
+        match &answer {
+            Answer::Turn(TurnVerdict::Continue { injections }) => {
                 // Objections are charged at most `budget` times in a session,
                 // and never twice in a row without a tool call [S2], [S3].
                 assert!(
@@ -423,20 +444,26 @@ impl Driver {
                 assert_eq!(order, sorted);
                 assert!(injections.iter().all(|i| i.hook == HookPoint::Stop));
             }
-            Decision::Reinject { injections } => {
+            Answer::Reinject(injections) => {
                 assert!(injections.iter().all(|i| i.hook == HookPoint::PostCompact));
             }
-            Decision::RunTools => self.tools_since_continue = true,
-            Decision::End { .. } => {
+            Answer::Turn(TurnVerdict::RunTools) => self.tools_since_continue = true,
+            Answer::Turn(TurnVerdict::End { reason }) => {
+                // Only an abort ends a prompt as cancelled [S5].
+                assert_ne!(*reason, EndReason::Cancelled);
+                self.continues_in_prompt = 0;
+                self.end_turns_in_prompt = 0;
+            }
+            Answer::Ended(_) => {
                 self.continues_in_prompt = 0;
                 self.end_turns_in_prompt = 0;
             }
         }
-        self.decisions.push((self.now, decision));
-        // Every question gets exactly one decision, never more.
+        self.answers.push((self.now, answer));
+        // Every question gets exactly one answer, never more.
         assert!(
-            self.decisions.len() <= self.questions,
-            "a decision nobody asked for"
+            self.answers.len() <= self.questions,
+            "an answer nobody asked for"
         );
     }
 
@@ -487,16 +514,31 @@ impl Driver {
         self.drain();
     }
 
-    /// Asks a question and runs virtual time until its decision; a
+    /// Asks a question and runs virtual time until its answer; a
     /// cancellation may interrupt. Fails on livelock.
-    fn ask(&mut self, input: Input, cancel_after: Option<u16>) -> Decision {
+    fn ask(&mut self, question: Question, cancel_after: Option<u16>) -> Answer {
         self.questions += 1;
         let asked_at = self.now;
         let cancel_at = cancel_after.map(|ms| asked_at + Duration::from_millis(u64::from(ms)));
-        self.handle(input);
+        match question {
+            Question::EndTurn { stop, tool_calls } => {
+                let asked = self.session.end_turn(self.now, stop, tool_calls);
+                asked.expect("the driver asks only when a prompt runs and no round does");
+            }
+            Question::Compacted(removed) => {
+                let asked = self.session.compacted(self.now, removed);
+                asked.expect("the driver asks only when a prompt runs and no round does");
+            }
+            Question::Abort(reason) => {
+                let end = self.session.abort(self.now, reason).expect("a prompt runs");
+                self.drain();
+                self.check_answer(Answer::Ended(end));
+            }
+        }
+        self.drain();
         for _ in 0..10_000 {
-            if self.decisions.len() == self.questions {
-                return self.decisions.last().unwrap().1.clone();
+            if self.answers.len() == self.questions {
+                return self.answers.last().unwrap().1.clone();
             }
             let next_pending = self.pending.keys().next().map(|(t, _)| *t);
             let deadline = self.session.poll_timeout();
@@ -505,31 +547,31 @@ impl Driver {
                 && next.is_none_or(|t| t >= cancel_at)
             {
                 self.now = self.now.max(cancel_at);
-                self.handle(Input::Abort(AbortReason::Cancelled));
-                // Cancellation wins at once [T5]: the decision is out,
-                // at the time of the cancel.
-                let (at, decision) = self.decisions.last().cloned().expect("cancel decided");
-                assert_eq!(self.decisions.len(), self.questions);
-                assert_eq!(
-                    decision,
-                    Decision::End {
-                        reason: EndReason::Cancelled
-                    }
-                );
+                let end = self
+                    .session
+                    .abort(self.now, AbortReason::Cancelled)
+                    .expect("a prompt runs while its question is open");
+                self.drain();
+                self.check_answer(Answer::Ended(end));
+                // Cancellation wins at once [T5]: the answer is out, at the
+                // time of the cancel, and the round's own answer never comes.
+                let (at, answer) = self.answers.last().cloned().expect("cancel answered");
+                assert_eq!(self.answers.len(), self.questions);
+                assert_eq!(answer, Answer::Ended(EndReason::Cancelled));
                 assert_eq!(at, self.now);
-                return decision;
+                return answer;
             }
             let Some(next) = next else {
-                panic!("livelock: no decision and nothing left to wait for");
+                panic!("livelock: no answer and nothing left to wait for");
             };
             self.step_to(next);
         }
-        panic!("livelock: no decision after 10000 steps");
+        panic!("livelock: no answer after 10000 steps");
     }
 
     fn ensure_prompt(&mut self) {
         if !self.session.in_prompt() {
-            self.session.handle(self.now, Input::PromptStarted).unwrap();
+            self.session.begin_prompt(self.now).unwrap();
             self.drain();
         }
     }
@@ -539,16 +581,16 @@ impl Driver {
             Op::EndTurn { cancel_after } => {
                 self.ensure_prompt();
                 self.end_turns_in_prompt += 1;
-                let input = Input::ModelResponded {
+                let question = Question::EndTurn {
                     stop: StopReason::EndTurn,
                     tool_calls: 0,
                 };
-                self.ask(input, cancel_after);
+                self.ask(question, cancel_after);
             }
             Op::Tools(n) => {
                 self.ensure_prompt();
                 self.ask(
-                    Input::ModelResponded {
+                    Question::EndTurn {
                         stop: StopReason::ToolUse,
                         tool_calls: n,
                     },
@@ -564,8 +606,8 @@ impl Driver {
                     StopReason::Other("x".into()),
                 ][usize::from(k)]
                 .clone();
-                let decision = self.ask(
-                    Input::ModelResponded {
+                let answer = self.ask(
+                    Question::EndTurn {
                         stop: stop.clone(),
                         tool_calls: 0,
                     },
@@ -573,10 +615,10 @@ impl Driver {
                 );
                 // Non-gated stop reasons are never gated [S1].
                 assert_eq!(
-                    decision,
-                    Decision::End {
+                    answer,
+                    Answer::Turn(TurnVerdict::End {
                         reason: EndReason::Model(stop)
-                    }
+                    })
                 );
             }
             Op::Compact {
@@ -584,15 +626,10 @@ impl Driver {
                 cancel_after,
             } => {
                 self.ensure_prompt();
-                let decision = self.ask(
-                    Input::Compacted {
-                        removed_messages: removed,
-                    },
-                    cancel_after,
-                );
+                let answer = self.ask(Question::Compacted(removed), cancel_after);
                 // [P1]: no round, no injection, when nothing was removed.
                 if removed == 0 {
-                    assert_eq!(decision, Decision::Reinject { injections: vec![] });
+                    assert_eq!(answer, Answer::Reinject(vec![]));
                 }
             }
             Op::Abort(k) => {
@@ -602,7 +639,7 @@ impl Driver {
                     AbortReason::MaxRounds,
                     AbortReason::Failed,
                 ][usize::from(k)];
-                self.ask(Input::Abort(reason), None);
+                self.ask(Question::Abort(reason), None);
             }
             Op::Advance(ms) => {
                 let to = self.now + Duration::from_millis(u64::from(ms));
@@ -640,8 +677,8 @@ proptest! {
     /// never exceeded; no hook is offered or resolvable; a call goes only to
     /// a server that is up, with the configured deadline; every round is
     /// decided within the hook timeout; a server is killed only on its second
-    /// consecutive timeout; every question gets exactly one decision and a
-    /// cancellation decides at once; objections are injected in configuration
+    /// consecutive timeout; every question gets exactly one answer and a
+    /// cancellation answers at once; objections are injected in configuration
     /// order and never twice without a tool call between; and the driver never
     /// livelocks.
     #[test]
@@ -650,7 +687,7 @@ proptest! {
         for op in &ops {
             driver.apply(op);
         }
-        prop_assert_eq!(driver.decisions.len(), driver.questions);
+        prop_assert_eq!(driver.answers.len(), driver.questions);
     }
 }
 
@@ -690,19 +727,19 @@ proptest! {
             let mut ends = 0;
             let mut i = 0;
             loop {
-                let decision = driver.ask(Input::ModelResponded { stop: StopReason::EndTurn, tool_calls: 0 }, None);
+                let answer = driver.ask(Question::EndTurn { stop: StopReason::EndTurn, tool_calls: 0 }, None);
                 ends += 1;
-                match decision {
-                    Decision::Continue { .. } => {
+                match answer {
+                    Answer::Turn(TurnVerdict::Continue { .. }) => {
                         continues_total += 1;
                         if works.get(i).copied().unwrap_or(false) {
-                            driver.ask(Input::ModelResponded { stop: StopReason::ToolUse, tool_calls: 1 }, None);
+                            driver.ask(Question::EndTurn { stop: StopReason::ToolUse, tool_calls: 1 }, None);
                             ends = 0;
                         }
                         i += 1;
                     }
-                    Decision::End { .. } => break,
-                    other => panic!("unexpected decision {other:?}"),
+                    Answer::Turn(TurnVerdict::End { .. }) => break,
+                    other => panic!("unexpected answer {other:?}"),
                 }
                 prop_assert!(ends <= 2, "the model ended three times in a row without stopping");
                 prop_assert!(continues_total <= budget, "more continuations than the budget");

@@ -1264,9 +1264,9 @@ fn usage_errors_leave_the_state_alone() {
               call #1 a._Stop by 2500ms
               round 1 _Stop: [a] by 2500ms
             [0ms] model end_turn
-              usage error: a hook round is in flight; wait for its decision
+              usage error: a hook round is in flight; wait for its answer
             [0ms] compacted 2
-              usage error: a hook round is in flight; wait for its decision
+              usage error: a hook round is in flight; wait for its answer
             [0ms] reply 1 empty
               hook a._Stop round 1: empty after 0ms
               decided (round 1): prompt ended, no_objection

@@ -29,7 +29,8 @@
 //! ```
 //!
 //! The trace echoes each command with its time, then one indented line per
-//! output. Hook call events are rendered compactly; decisions start with `=>`.
+//! output. Hook call events are rendered compactly; answers to the loop's
+//! questions (`model`, `compacted`, `abort`) start with `=>`.
 
 use std::fmt::Write as _;
 use std::time::Duration;
@@ -95,6 +96,7 @@ pub(crate) fn run(script: &str) -> String {
             now = Time::from_millis(words[0].parse().unwrap());
         }
         writeln!(out, "[{now}] {line}").unwrap();
+        let mut ended = None;
         let input = match cmd {
             "up" => Some(Input::ServerStarted {
                 server: id(words[0]),
@@ -111,11 +113,16 @@ pub(crate) fn run(script: &str) -> String {
             "want" => Some(Input::ServerWanted {
                 server: id(words[0]),
             }),
-            "prompt" => Some(Input::PromptStarted),
-            "model" => Some(Input::ModelResponded {
-                stop: StopReason::from_word(words[0]),
-                tool_calls: words.get(1).map_or(0, |n| n.parse().unwrap()),
-            }),
+            "prompt" => {
+                usage(s.begin_prompt(now), &mut out);
+                None
+            }
+            "model" => {
+                let stop = StopReason::from_word(words[0]);
+                let tool_calls = words.get(1).map_or(0, |n| n.parse().unwrap());
+                usage(s.end_turn(now, stop, tool_calls), &mut out);
+                None
+            }
             "reply" => {
                 let call = CallId(words[0].parse().unwrap());
                 let text = rest.splitn(3, ' ').nth(2).unwrap_or("").to_owned();
@@ -124,15 +131,23 @@ pub(crate) fn run(script: &str) -> String {
                     reply: reply(words.get(1).copied(), text),
                 })
             }
-            "compacted" => Some(Input::Compacted {
-                removed_messages: words[0].parse().unwrap(),
-            }),
-            "abort" => Some(Input::Abort(match words[0] {
-                "cancelled" => AbortReason::Cancelled,
-                "max_rounds" => AbortReason::MaxRounds,
-                "failed" => AbortReason::Failed,
-                other => panic!("unknown abort reason {other}"),
-            })),
+            "compacted" => {
+                usage(s.compacted(now, words[0].parse().unwrap()), &mut out);
+                None
+            }
+            "abort" => {
+                let reason = match words[0] {
+                    "cancelled" => AbortReason::Cancelled,
+                    "max_rounds" => AbortReason::MaxRounds,
+                    "failed" => AbortReason::Failed,
+                    other => panic!("unknown abort reason {other}"),
+                };
+                match s.abort(now, reason) {
+                    Ok(end) => ended = Some(end),
+                    Err(e) => writeln!(out, "  usage error: {e}").unwrap(),
+                }
+                None
+            }
             "at" => {
                 s.handle_timeout(now);
                 None
@@ -159,8 +174,17 @@ pub(crate) fn run(script: &str) -> String {
             writeln!(out, "  usage error: {e}").unwrap();
         }
         drain(s, &mut out);
+        if let Some(reason) = ended {
+            writeln!(out, "  => end: {reason}").unwrap();
+        }
     }
     out
+}
+
+fn usage(result: Result<(), UsageError>, out: &mut String) {
+    if let Err(e) = result {
+        writeln!(out, "  usage error: {e}").unwrap();
+    }
 }
 
 fn reply(kind: Option<&str>, text: String) -> HookReply {
@@ -189,7 +213,8 @@ fn reply(kind: Option<&str>, text: String) -> HookReply {
     }
 }
 
-/// Renders every queued output, one indented line each.
+/// Renders every queued output, one indented line each, then the answer to
+/// the question asked, if it is decided.
 pub(crate) fn drain(s: &mut Session, out: &mut String) {
     while let Some(output) = s.poll_output() {
         let line = match output {
@@ -205,9 +230,14 @@ pub(crate) fn drain(s: &mut Session, out: &mut String) {
             Output::KillServer { server } => format!("kill {}", s.server_name(server)),
             Output::StartServer { server } => format!("start {}", s.server_name(server)),
             Output::Event(event) => render_event(&event),
-            Output::Decision(decision) => render_decision(&decision),
         };
         writeln!(out, "  {line}").unwrap();
+    }
+    if let Some(verdict) = s.take_verdict() {
+        writeln!(out, "  {}", render_verdict(&verdict)).unwrap();
+    }
+    if let Some(injections) = s.take_reinjections() {
+        writeln!(out, "  {}", render_injections("reinject", &injections)).unwrap();
     }
 }
 
@@ -311,31 +341,28 @@ fn render_event(event: &Event) -> String {
     }
 }
 
-fn render_decision(decision: &Decision) -> String {
-    match decision {
-        Decision::RunTools => "=> run tools".to_owned(),
-        Decision::End { reason } => format!("=> end: {reason}"),
-        Decision::Continue { injections } | Decision::Reinject { injections } => {
-            let verb = if matches!(decision, Decision::Continue { .. }) {
-                "continue"
-            } else {
-                "reinject"
-            };
-            let mut line = format!("=> {verb} with {} pair(s)", injections.len());
-            for i in injections {
-                write!(
-                    line,
-                    "\n     {} {}({}) -> {}",
-                    i.call_id,
-                    i.tool_name,
-                    i.arguments(),
-                    shorten(&i.content)
-                )
-                .unwrap();
-            }
-            line
-        }
+fn render_verdict(verdict: &TurnVerdict) -> String {
+    match verdict {
+        TurnVerdict::RunTools => "=> run tools".to_owned(),
+        TurnVerdict::End { reason } => format!("=> end: {reason}"),
+        TurnVerdict::Continue { injections } => render_injections("continue", injections),
     }
+}
+
+fn render_injections(verb: &str, injections: &[Injection]) -> String {
+    let mut line = format!("=> {verb} with {} pair(s)", injections.len());
+    for i in injections {
+        write!(
+            line,
+            "\n     {} {}({}) -> {}",
+            i.call_id,
+            i.tool_name,
+            i.arguments(),
+            shorten(&i.content)
+        )
+        .unwrap();
+    }
+    line
 }
 
 /// Keeps traces readable when a hook answers at length.

@@ -12,8 +12,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use hooks_core::{
-    Decision, DownCause, EndReason, Event, HookConfig, HookPoint, Input, Outcome, ServerId,
-    ServerName, ServerState, StopReason, Time,
+    AskError, DownCause, EndReason, Event, HookConfig, HookPoint, Outcome, ServerId, ServerName,
+    ServerState, StopReason, Time, TurnVerdict,
 };
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
 use tokio::sync::mpsc;
@@ -101,13 +101,9 @@ impl Fixture {
     }
 
     /// Runs one prompt whose model ends its turn at once: its `_Stop` round.
-    async fn stop_round(&mut self, cancel: &CancellationToken) -> Decision {
+    async fn stop_round(&mut self, cancel: &CancellationToken) -> Result<TurnVerdict, AskError> {
         self.host.begin_prompt().unwrap();
-        let ended = Input::ModelResponded {
-            stop: StopReason::EndTurn,
-            tool_calls: 0,
-        };
-        self.host.decide(ended, cancel).await.unwrap()
+        self.host.end_turn(StopReason::EndTurn, 0, cancel).await
     }
 
     /// The next thing a hook handler saw. A report that never comes fails
@@ -215,9 +211,9 @@ fn ms(ms: u64) -> Duration {
     Duration::from_millis(ms)
 }
 
-const NO_OBJECTION: Decision = Decision::End {
+const NO_OBJECTION: Result<TurnVerdict, AskError> = Ok(TurnVerdict::End {
     reason: EndReason::NoObjection,
-};
+});
 
 // [T1]: three hooks that never answer cost one deadline, not three: the
 // round is decided at exactly 1000 ms of virtual time, every call timed out
@@ -447,12 +443,7 @@ async fn t5_cancelling_the_prompt_ends_a_round_at_once() {
 
     let decision = f.stop_round(&cancel).await;
 
-    assert_eq!(
-        decision,
-        Decision::End {
-            reason: EndReason::Cancelled
-        }
-    );
+    assert_eq!(decision, Err(AskError::Cancelled));
     assert_eq!(f.host.now(), Time::from_millis(300));
     assert_eq!(
         f.hook_calls(),
