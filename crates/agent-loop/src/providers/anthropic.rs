@@ -6,13 +6,25 @@
 //! and tool results share a user turn with the prompt that follows them \[P2\].
 //! When a request offers no tools, tool history is sent as JSON text blocks
 //! in the same positions \[V1\].
+//!
+//! The wire format is typed by private serde types: a `Request` borrows from
+//! the history, and an answer decodes as an `Answer`, with errors that name
+//! the JSON path of what was wrong. A content block decodes as one flat
+//! `AnswerBlock` with every field optional, checked by its `type` after
+//! decoding: an error keeps its path (an internally tagged enum would lose
+//! it), unknown block types pass, and a streamed `content_block_start` can
+//! decode its block as one too, like `message_start` its message as an
+//! `Answer`.
 
 use async_trait::async_trait;
 use hooks_core::StopReason;
 use reqwest::header::{HeaderMap, HeaderValue};
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::http::{HttpSettings, excerpt, field_str, post_json};
+use super::http::{HttpSettings, excerpt, post_json};
+use super::wire::{JsonText, ToolCallText, decode, lenient};
+use crate::gateway::ToolDef;
 use crate::message::{Message, ToolCall};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
 
@@ -51,32 +63,46 @@ impl Anthropic {
         self
     }
 
-    /// The request body for `request`.
-    pub fn body(&self, request: ModelRequest<'_>) -> Value {
+    /// The request body for `request`, as sent (public for tests and for the
+    /// curious: `serde_json::to_value` shows it).
+    pub fn body<'a>(&'a self, request: ModelRequest<'a>) -> impl Serialize + std::fmt::Debug + 'a {
         let tools_offered = !request.tools.is_empty();
-        let mut turns: Vec<(&'static str, Vec<Value>)> = Vec::new();
+        let mut turns: Vec<Turn<'a>> = Vec::new();
         for message in request.messages {
             let (role, blocks) = match message {
                 Message::User { text } if text.is_empty() => continue,
-                Message::User { text } => ("user", vec![json!({"type": "text", "text": text})]),
+                Message::User { text } => (
+                    Role::User,
+                    vec![RequestBlock::Text {
+                        text: BlockText::Text(text),
+                    }],
+                ),
                 Message::Assistant { text, tool_calls } => {
                     let mut blocks = Vec::new();
                     if !text.trim().is_empty() {
-                        blocks.push(json!({"type": "text", "text": text}));
-                    }
-                    for call in tool_calls {
-                        blocks.push(if tools_offered {
-                            let input = serde_json::from_str::<Value>(&call.arguments)
-                                .ok()
-                                .filter(Value::is_object)
-                                .unwrap_or_else(|| json!({}));
-                            json!({"type": "tool_use", "id": call.id, "name": call.name, "input": input})
-                        } else {
-                            let call = json!({"tool_call": {"id": call.id, "name": call.name, "arguments": call.arguments}});
-                            json!({"type": "text", "text": call.to_string()})
+                        blocks.push(RequestBlock::Text {
+                            text: BlockText::Text(text),
                         });
                     }
-                    ("assistant", blocks)
+                    blocks.extend(tool_calls.iter().map(|call| {
+                        if tools_offered {
+                            RequestBlock::ToolUse {
+                                id: &call.id,
+                                name: &call.name,
+                                // The API wants an object; arguments that are
+                                // not one go as none.
+                                input: serde_json::from_str::<Value>(&call.arguments)
+                                    .ok()
+                                    .filter(Value::is_object)
+                                    .unwrap_or_else(|| Value::Object(serde_json::Map::new())),
+                            }
+                        } else {
+                            RequestBlock::Text {
+                                text: BlockText::ToolCall(JsonText(ToolCallText::new(call))),
+                            }
+                        }
+                    }));
+                    (Role::Assistant, blocks)
                 }
                 Message::ToolResult {
                     call_id,
@@ -85,90 +111,244 @@ impl Anthropic {
                     is_error,
                 } => {
                     let block = if tools_offered {
-                        json!({"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error})
+                        RequestBlock::ToolResult {
+                            tool_use_id: call_id,
+                            content,
+                            is_error: *is_error,
+                        }
                     } else {
-                        let result = json!({"tool_result": {"tool_use_id": call_id, "name": name, "content": content, "is_error": is_error}});
-                        json!({"type": "text", "text": result.to_string()})
+                        RequestBlock::Text {
+                            text: BlockText::ToolResult(JsonText(ToolResultText {
+                                tool_result: ToolResultFields {
+                                    content,
+                                    is_error: *is_error,
+                                    name,
+                                    tool_use_id: call_id,
+                                },
+                            })),
+                        }
                     };
-                    ("user", vec![block])
+                    (Role::User, vec![block])
                 }
             };
             if blocks.is_empty() {
                 continue;
             }
             match turns.last_mut() {
-                Some((last, existing)) if *last == role => existing.extend(blocks),
-                _ => turns.push((role, blocks)),
+                Some(last) if last.role == role => last.content.extend(blocks),
+                _ => turns.push(Turn {
+                    role,
+                    content: blocks,
+                }),
             }
         }
-        let messages: Vec<Value> = turns
-            .into_iter()
-            .map(|(role, content)| json!({"role": role, "content": content}))
-            .collect();
-        let mut body = json!({
-            "model": self.model,
-            "max_tokens": self.max_tokens,
-            "system": request.system,
-            "messages": messages,
-        });
-        if tools_offered {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| json!({"name": t.name, "description": t.description.clone().unwrap_or_default(), "input_schema": t.input_schema}))
-                .collect();
-            body["tools"] = Value::Array(tools);
+        Request {
+            model: &self.model,
+            max_tokens: self.max_tokens,
+            system: request.system,
+            messages: turns,
+            tools: request.tools.iter().map(RequestTool::new).collect(),
         }
-        body
     }
 }
 
-/// Reads a Messages answer.
-pub fn parse_response(value: &Value) -> Result<ModelResponse, ModelError> {
-    if value.get("type").and_then(Value::as_str) == Some("error") {
-        return Err(ModelError::Malformed(format!(
-            "the API returned an error object: {}",
-            excerpt(&value["error"])
-        )));
-    }
-    let content = value
-        .get("content")
-        .and_then(Value::as_array)
-        .ok_or_else(|| ModelError::Malformed("content is missing or not a list".into()))?;
-    let mut text = String::new();
-    let mut tool_calls = Vec::new();
-    for (i, block) in content.iter().enumerate() {
-        let at = format!("content[{i}]");
-        match field_str(block, "type", &at)? {
-            "text" => text.push_str(field_str(block, "text", &at)?),
-            "tool_use" => tool_calls.push(ToolCall {
-                id: field_str(block, "id", &at)?.to_owned(),
-                name: field_str(block, "name", &at)?.to_owned(),
-                arguments: block
-                    .get("input")
-                    .cloned()
-                    .unwrap_or_else(|| json!({}))
-                    .to_string(),
-            }),
-            // Thinking and other blocks carry nothing the loop uses.
-            _ => {}
+/// A Messages request.
+#[derive(Debug, Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    max_tokens: u32,
+    system: &'a str,
+    messages: Vec<Turn<'a>>,
+    /// Absent when no tool is offered \[V1\].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<RequestTool<'a>>,
+}
+
+/// One turn: the messages of one role in a row, merged \[P2\].
+#[derive(Debug, Serialize)]
+struct Turn<'a> {
+    role: Role,
+    content: Vec<RequestBlock<'a>>,
+}
+
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+enum Role {
+    User,
+    Assistant,
+}
+
+/// One content block of a request.
+#[derive(Debug, Serialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+enum RequestBlock<'a> {
+    Text {
+        text: BlockText<'a>,
+    },
+    ToolUse {
+        id: &'a str,
+        name: &'a str,
+        input: Value,
+    },
+    ToolResult {
+        tool_use_id: &'a str,
+        content: &'a str,
+        is_error: bool,
+    },
+}
+
+/// A text block's text: the history's, or a tool call or result as JSON text
+/// \[V1\].
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum BlockText<'a> {
+    Text(&'a str),
+    ToolCall(JsonText<ToolCallText<'a>>),
+    ToolResult(JsonText<ToolResultText<'a>>),
+}
+
+/// `{"tool_result": {...}}`: a tool result as text \[V1\].
+#[derive(Debug, Serialize)]
+struct ToolResultText<'a> {
+    tool_result: ToolResultFields<'a>,
+}
+
+/// In alphabetical order, as the text was before these types (see
+/// `ToolCallText`).
+#[derive(Debug, Serialize)]
+struct ToolResultFields<'a> {
+    content: &'a str,
+    is_error: bool,
+    name: &'a str,
+    tool_use_id: &'a str,
+}
+
+/// A tool the model may call.
+#[derive(Debug, Serialize)]
+struct RequestTool<'a> {
+    name: &'a str,
+    /// Empty when the tool has none.
+    description: &'a str,
+    input_schema: &'a Value,
+}
+
+impl<'a> RequestTool<'a> {
+    fn new(tool: &'a ToolDef) -> RequestTool<'a> {
+        RequestTool {
+            name: &tool.name,
+            description: tool.description.as_deref().unwrap_or_default(),
+            input_schema: &tool.input_schema,
         }
     }
-    let stop = match value.get("stop_reason").and_then(Value::as_str) {
-        Some(word) => StopReason::from_word(word),
+}
+
+/// A Messages answer, or an error object. Unknown fields are ignored, here
+/// and below.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a Messages answer (a JSON object)")]
+struct Answer {
+    /// `"error"` for an error object; anything else is not read.
+    #[serde(rename = "type", default, deserialize_with = "lenient")]
+    kind: Option<String>,
+    /// An error object's error, quoted in ours.
+    #[serde(default)]
+    error: Value,
+    #[serde(default)]
+    content: Option<Vec<AnswerBlock>>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+    /// Usage that is not two counts is no usage.
+    #[serde(default, deserialize_with = "lenient")]
+    usage: Option<AnswerUsage>,
+}
+
+/// One content block of an answer, of any type: the fields of the types the
+/// loop reads, checked by [`AnswerBlock::read`].
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a content block (a JSON object)")]
+struct AnswerBlock {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    id: Option<String>,
+    #[serde(default)]
+    name: Option<String>,
+    /// A `tool_use` block's input as sent; `{}` when absent.
+    #[serde(default = "empty_object")]
+    input: Value,
+}
+
+fn empty_object() -> Value {
+    Value::Object(serde_json::Map::new())
+}
+
+/// What one answer block means to the loop.
+#[derive(Debug)]
+enum Block {
+    Text(String),
+    ToolUse(ToolCall),
+    /// Thinking and other blocks carry nothing the loop uses.
+    Other,
+}
+
+impl AnswerBlock {
+    /// The block, or what is missing from it; `at` is its path.
+    fn read(self, at: &str) -> Result<Block, ModelError> {
+        let missing = |field: &str| ModelError::Malformed(format!("{at}.{field} is missing"));
+        Ok(match self.kind.as_deref() {
+            Some("text") => Block::Text(self.text.ok_or_else(|| missing("text"))?),
+            Some("tool_use") => Block::ToolUse(ToolCall {
+                id: self.id.ok_or_else(|| missing("id"))?,
+                name: self.name.ok_or_else(|| missing("name"))?,
+                arguments: self.input.to_string(),
+            }),
+            Some(_) => Block::Other,
+            None => return Err(missing("type")),
+        })
+    }
+}
+
+#[derive(Debug, Deserialize)]
+struct AnswerUsage {
+    input_tokens: u64,
+    output_tokens: u64,
+}
+
+/// Reads a Messages answer from its body.
+pub fn parse_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
+    let answer: Answer = decode(body)?;
+    if answer.kind.as_deref() == Some("error") {
+        return Err(ModelError::Malformed(format!(
+            "the API returned an error object: {}",
+            excerpt(&answer.error)
+        )));
+    }
+    let content = answer
+        .content
+        .ok_or_else(|| ModelError::Malformed("content is missing".into()))?;
+    let mut text = String::new();
+    let mut tool_calls = Vec::new();
+    for (i, block) in content.into_iter().enumerate() {
+        match block.read(&format!("content[{i}]"))? {
+            Block::Text(more) => text.push_str(&more),
+            Block::ToolUse(call) => tool_calls.push(call),
+            Block::Other => {}
+        }
+    }
+    let stop = match answer.stop_reason {
+        Some(word) => StopReason::from_word(&word),
         None => return Err(ModelError::Malformed("stop_reason is missing".into())),
     };
-    let usage = value.get("usage").and_then(|u| {
-        Some(Usage {
-            input_tokens: u.get("input_tokens")?.as_u64()?,
-            output_tokens: u.get("output_tokens")?.as_u64()?,
-        })
-    });
     Ok(ModelResponse {
         text,
         tool_calls,
         stop,
-        usage,
+        usage: answer.usage.map(|u| Usage {
+            input_tokens: u.input_tokens,
+            output_tokens: u.output_tokens,
+        }),
     })
 }
 
@@ -194,5 +374,333 @@ impl Model for Anthropic {
 
     fn describe(&self) -> String {
         format!("anthropic {} at {}", self.model, self.base_url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    fn result(call_id: &str, name: &str, content: &str, is_error: bool) -> Message {
+        Message::ToolResult {
+            call_id: call_id.into(),
+            name: name.into(),
+            content: content.into(),
+            is_error,
+        }
+    }
+
+    /// A prompt, a turn of text and a call, its result, a blank turn (left
+    /// out), a turn of text, a hook's call (merged into that turn), its
+    /// result, an empty prompt (left out) and the next prompt (merged with
+    /// the result into one user turn).
+    fn history() -> Vec<Message> {
+        vec![
+            Message::user("task"),
+            Message::Assistant {
+                text: "looking".into(),
+                tool_calls: vec![call("t1", "todo__list", r#"{"all":true}"#)],
+            },
+            result("t1", "todo__list", "(empty)", false),
+            Message::Assistant {
+                text: " \n".into(),
+                tool_calls: vec![],
+            },
+            Message::Assistant {
+                text: "done".into(),
+                tool_calls: vec![],
+            },
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("t2", "todo___Stop", "[1]")],
+            },
+            result("t2", "todo___Stop", "open items", true),
+            Message::user(""),
+            Message::user("go on"),
+        ]
+    }
+
+    fn tools() -> Vec<ToolDef> {
+        vec![ToolDef {
+            name: "todo__list".into(),
+            description: None,
+            input_schema: json!({"type": "object"}),
+        }]
+    }
+
+    fn body(messages: &[Message], tools: &[ToolDef]) -> Value {
+        let model = Anthropic::new(
+            DEFAULT_BASE_URL,
+            "k".into(),
+            "claude",
+            HttpSettings::default(),
+        )
+        .with_max_tokens(1000);
+        let request = ModelRequest {
+            system: "sys",
+            messages,
+            tools,
+        };
+        serde_json::to_value(model.body(request)).unwrap()
+    }
+
+    fn parse(answer: Value) -> Result<ModelResponse, ModelError> {
+        parse_response(answer.to_string().as_bytes())
+    }
+
+    fn malformed(answer: &str) -> String {
+        match parse_response(answer.as_bytes()) {
+            Err(ModelError::Malformed(e)) => e,
+            other => panic!("not malformed: {other:?}"),
+        }
+    }
+
+    // [P2]: roles alternate; arguments that are no object go as `{}`.
+    #[test]
+    fn a_request_with_tools_is_exactly_the_wire_format_p2() {
+        let expected = json!({
+            "model": "claude",
+            "max_tokens": 1000,
+            "system": "sys",
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "task"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "looking"},
+                    {"type": "tool_use", "id": "t1", "name": "todo__list", "input": {"all": true}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t1", "content": "(empty)", "is_error": false},
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "done"},
+                    {"type": "tool_use", "id": "t2", "name": "todo___Stop", "input": {}},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "tool_result", "tool_use_id": "t2", "content": "open items", "is_error": true},
+                    {"type": "text", "text": "go on"},
+                ]},
+            ],
+            "tools": [{"name": "todo__list", "description": "", "input_schema": {"type": "object"}}],
+        });
+        assert_eq!(body(&history(), &tools()), expected);
+    }
+
+    // [V1]: the text is the one built from `serde_json::Value`s before the
+    // typed format (keys sorted), byte for byte.
+    #[test]
+    fn a_request_without_tools_sends_tool_history_as_text_v1() {
+        let expected = json!({
+            "model": "claude",
+            "max_tokens": 1000,
+            "system": "sys",
+            "messages": [
+                {"role": "user", "content": [{"type": "text", "text": "task"}]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "looking"},
+                    {"type": "text", "text": "{\"tool_call\":{\"arguments\":\"{\\\"all\\\":true}\",\"id\":\"t1\",\"name\":\"todo__list\"}}"},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "{\"tool_result\":{\"content\":\"(empty)\",\"is_error\":false,\"name\":\"todo__list\",\"tool_use_id\":\"t1\"}}"},
+                ]},
+                {"role": "assistant", "content": [
+                    {"type": "text", "text": "done"},
+                    {"type": "text", "text": "{\"tool_call\":{\"arguments\":\"[1]\",\"id\":\"t2\",\"name\":\"todo___Stop\"}}"},
+                ]},
+                {"role": "user", "content": [
+                    {"type": "text", "text": "{\"tool_result\":{\"content\":\"open items\",\"is_error\":true,\"name\":\"todo___Stop\",\"tool_use_id\":\"t2\"}}"},
+                    {"type": "text", "text": "go on"},
+                ]},
+            ],
+        });
+        assert_eq!(body(&history(), &[]), expected);
+    }
+
+    // Text blocks concatenate; tool_use blocks become calls with their input
+    // as text (`{}` when absent, as sent otherwise); other blocks pass.
+    #[test]
+    fn an_answer_with_text_tool_use_and_usage_is_read() {
+        let response = parse(json!({
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "s"},
+                {"type": "text", "text": "let me "},
+                {"type": "redacted_thinking", "data": "xyz"},
+                {"type": "text", "text": "look"},
+                {"type": "tool_use", "id": "tu1", "name": "a", "input": {"items": [1]}},
+                {"type": "tool_use", "id": "tu2", "name": "b"},
+                {"type": "tool_use", "id": "tu3", "name": "c", "input": null},
+                {"type": "server_tool_use", "id": "s1", "name": "web_search", "input": {"q": "x"}},
+            ],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": u64::MAX, "output_tokens": 2},
+        }))
+        .unwrap();
+        assert_eq!(
+            response,
+            ModelResponse {
+                text: "let me look".into(),
+                tool_calls: vec![
+                    call("tu1", "a", r#"{"items":[1]}"#),
+                    call("tu2", "b", "{}"),
+                    call("tu3", "c", "null"),
+                ],
+                stop: StopReason::ToolUse,
+                usage: Some(Usage {
+                    input_tokens: u64::MAX,
+                    output_tokens: 2
+                }),
+            }
+        );
+    }
+
+    #[test]
+    fn stop_reasons_map_by_word() {
+        for (word, reason) in [
+            ("end_turn", StopReason::EndTurn),
+            ("tool_use", StopReason::ToolUse),
+            ("max_tokens", StopReason::MaxTokens),
+            ("refusal", StopReason::Refusal),
+            ("pause_turn", StopReason::Other("pause_turn".into())),
+        ] {
+            let stop = parse(json!({"content": [], "stop_reason": word})).map(|r| r.stop);
+            assert_eq!(stop, Ok(reason), "{word}");
+        }
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_and_bad_usage_is_none() {
+        let response = parse(json!({
+            "id": "msg_1", "type": "message", "role": "assistant", "model": "claude",
+            "stop_sequence": null, "container": null,
+            "content": [{"type": "text", "text": "hi", "citations": [{"type": "x"}]}],
+            "stop_reason": "end_turn",
+            "usage": {"input_tokens": 1, "output_tokens": 2, "cache_read_input_tokens": 0, "service_tier": "standard"},
+        }))
+        .unwrap();
+        assert_eq!(
+            (response.text.as_str(), response.usage),
+            (
+                "hi",
+                Some(Usage {
+                    input_tokens: 1,
+                    output_tokens: 2
+                })
+            )
+        );
+        for usage in [
+            json!(null),
+            json!([1, 2]),
+            json!({"output_tokens": 2}),
+            json!({"input_tokens": "1", "output_tokens": 2}),
+        ] {
+            let response =
+                parse(json!({"content": [], "stop_reason": "end_turn", "usage": usage})).unwrap();
+            assert_eq!(response.usage, None, "{usage}");
+        }
+    }
+
+    #[test]
+    fn an_error_object_is_quoted() {
+        let e = malformed(
+            &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).to_string(),
+        );
+        assert_eq!(
+            e,
+            r#"the API returned an error object: {"message":"Overloaded","type":"overloaded_error"}"#
+        );
+        assert_eq!(
+            malformed(r#"{"type": "error"}"#),
+            "the API returned an error object: null"
+        );
+    }
+
+    // The path names the field; the answer's start follows.
+    #[test]
+    fn a_wrongly_typed_field_is_named_by_its_path() {
+        let answer = json!({"content": [
+            {"type": "text", "text": "a"},
+            {"type": "tool_use", "id": "t", "name": ["x"], "input": {}},
+        ], "stop_reason": "tool_use"})
+        .to_string();
+        let e = malformed(&answer);
+        assert!(
+            e.starts_with(
+                "content[1].name: invalid type: sequence, expected a string at line 1 column "
+            ),
+            "{e}"
+        );
+        let start: String = answer.chars().take(120).collect();
+        assert!(e.ends_with(&format!("; the answer began {start:?}")), "{e}");
+        for (answer, path) in [
+            (
+                json!({"content": [{"type": "text", "text": 5}]}),
+                "content[0].text: invalid type: integer `5`, expected a string",
+            ),
+            (
+                json!({"content": [{"type": 5}]}),
+                "content[0].type: invalid type: integer `5`, expected a string",
+            ),
+            (
+                json!({"content": [null]}),
+                "content[0]: invalid type: null, expected a content block (a JSON object)",
+            ),
+            (
+                json!({"content": "hi"}),
+                "content: invalid type: string \"hi\", expected a sequence",
+            ),
+            (
+                json!({"content": [], "stop_reason": false}),
+                "stop_reason: invalid type: boolean `false`, expected a string",
+            ),
+            (
+                json!(7),
+                "invalid type: integer `7`, expected a Messages answer (a JSON object)",
+            ),
+        ] {
+            let e = malformed(&answer.to_string());
+            assert!(e.starts_with(path), "{e}");
+        }
+    }
+
+    #[test]
+    fn what_is_missing_is_named() {
+        for (answer, e) in [
+            (json!({"stop_reason": "end_turn"}), "content is missing"),
+            (
+                json!({"content": null, "stop_reason": "end_turn"}),
+                "content is missing",
+            ),
+            (
+                json!({"content": [{"text": "a"}]}),
+                "content[0].type is missing",
+            ),
+            (
+                json!({"content": [{"type": "text"}, {"type": "text"}]}),
+                "content[0].text is missing",
+            ),
+            (
+                json!({"content": [{"type": "text", "text": ""}, {"type": "tool_use", "name": "a"}]}),
+                "content[1].id is missing",
+            ),
+            (
+                json!({"content": [{"type": "tool_use", "id": "a", "name": null}]}),
+                "content[0].name is missing",
+            ),
+            (json!({"content": []}), "stop_reason is missing"),
+            (
+                json!({"content": [], "stop_reason": null}),
+                "stop_reason is missing",
+            ),
+        ] {
+            assert_eq!(malformed(&answer.to_string()), e, "{answer}");
+        }
     }
 }

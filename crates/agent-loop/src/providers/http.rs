@@ -1,5 +1,6 @@
 //! What the HTTP providers share: one POST of JSON with retries, a deadline
-//! per attempt, and a cap on the answer's size.
+//! per attempt, and a cap on the answer's size. The answer's bytes go to the
+//! provider, which decodes them as its own wire type (`super::wire::decode`).
 
 use std::time::{Duration, SystemTime};
 
@@ -42,14 +43,15 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// `Duration` constructor ever sees the raw number.
 const RETRY_AFTER_CLAMP: Duration = MAX_RETRY_AFTER.saturating_add(Duration::from_secs(1));
 
-/// POSTs `body` to `url` and parses the JSON answer, retrying what may pass.
+/// POSTs `body` as JSON to `url` and returns the successful answer's bytes,
+/// retrying what may pass.
 pub(crate) async fn post_json(
     client: &reqwest::Client,
     url: &str,
     headers: HeaderMap,
-    body: &serde_json::Value,
+    body: &impl serde::Serialize,
     settings: &HttpSettings,
-) -> Result<serde_json::Value, ModelError> {
+) -> Result<Vec<u8>, ModelError> {
     let body = serde_json::to_vec(body)
         .map_err(|e| ModelError::Malformed(format!("cannot encode the request: {e}")))?;
     let mut attempt = 0;
@@ -97,7 +99,7 @@ async fn attempt_once(
     headers: HeaderMap,
     body: Vec<u8>,
     settings: &HttpSettings,
-) -> (Result<serde_json::Value, ModelError>, Option<Duration>) {
+) -> (Result<Vec<u8>, ModelError>, Option<Duration>) {
     let sent = client
         .post(url)
         .headers(headers)
@@ -140,18 +142,7 @@ async fn attempt_once(
             retry_after,
         );
     }
-    match serde_json::from_slice(&bytes) {
-        Ok(value) => (Ok(value), None),
-        Err(e) => {
-            let start: String = String::from_utf8_lossy(&bytes).chars().take(120).collect();
-            (
-                Err(ModelError::Malformed(format!(
-                    "the body is not JSON ({e}): {start:?}"
-                ))),
-                None,
-            )
-        }
-    }
+    (Ok(bytes), None)
 }
 
 /// The wait a response asks for: `retry-after-ms` (a number of milliseconds,
@@ -250,18 +241,6 @@ pub(crate) fn excerpt(value: &serde_json::Value) -> String {
         Some((end, _)) => format!("{}… ({} bytes in all)", &text[..end], text.len()),
         None => text,
     }
-}
-
-/// Fetches `obj[key]` as a string, or says it was missing.
-pub(crate) fn field_str<'a>(
-    value: &'a serde_json::Value,
-    key: &str,
-    at: &str,
-) -> Result<&'a str, ModelError> {
-    value
-        .get(key)
-        .and_then(serde_json::Value::as_str)
-        .ok_or_else(|| ModelError::Malformed(format!("{at}.{key} is missing or not a string")))
 }
 
 #[cfg(test)]

@@ -5,6 +5,7 @@ pub mod anthropic;
 mod http;
 pub mod openai;
 pub mod script;
+mod wire;
 
 pub use anthropic::Anthropic;
 pub use http::{HttpSettings, check_base_url};

@@ -5,13 +5,24 @@
 //! message \[I1\]. When a request offers no tools, tool history is sent as JSON
 //! text instead (user messages in the tool-result position) \[V1\], since some
 //! servers refuse tool-call history without tool definitions.
+//!
+//! The wire format is typed by private serde types: a `Request` borrows from
+//! the history, and an answer decodes as an `Answer`, with errors that name
+//! the JSON path of what was wrong. The answer's parts (`AnswerMessage`,
+//! `AnswerToolCall`) have every field optional, checked after decoding, so a
+//! streamed `delta`, which carries the same fields piece by piece, can decode
+//! as them too.
 
 use async_trait::async_trait;
 use hooks_core::StopReason;
 use reqwest::header::{AUTHORIZATION, HeaderMap, HeaderValue};
-use serde_json::{Value, json};
+use serde::de::IgnoredAny;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
-use super::http::{HttpSettings, excerpt, field_str, post_json};
+use super::http::{HttpSettings, post_json};
+use super::wire::{JsonText, ToolCallText, decode, lenient, null_as_default};
+use crate::gateway::ToolDef;
 use crate::message::{Message, ToolCall};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
 
@@ -53,61 +64,301 @@ impl OpenAiCompat {
         self
     }
 
-    /// The request body for `request` (public for tests and for the curious).
-    pub fn body(&self, request: ModelRequest<'_>) -> Value {
+    /// The request body for `request`, as sent (public for tests and for the
+    /// curious: `serde_json::to_value` shows it).
+    pub fn body<'a>(&'a self, request: ModelRequest<'a>) -> impl Serialize + std::fmt::Debug + 'a {
         let tools_offered = !request.tools.is_empty();
-        let mut messages = vec![json!({"role": "system", "content": request.system})];
-        for message in request.messages {
-            messages.push(match message {
-                Message::User { text } => json!({"role": "user", "content": text}),
-                Message::Assistant { text, tool_calls } if tools_offered && !tool_calls.is_empty() => {
-                    let calls: Vec<Value> = tool_calls
-                        .iter()
-                        .map(|c| json!({"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments}}))
-                        .collect();
-                    let content = if text.is_empty() { Value::Null } else { Value::String(text.clone()) };
-                    json!({"role": "assistant", "content": content, "tool_calls": calls})
+        let mut messages = vec![RequestMessage::System {
+            content: request.system,
+        }];
+        messages.extend(request.messages.iter().map(|message| match message {
+            Message::User { text } => RequestMessage::User {
+                content: UserContent::Text(text),
+            },
+            Message::Assistant { text, tool_calls } if tools_offered && !tool_calls.is_empty() => {
+                RequestMessage::Assistant {
+                    content: (!text.is_empty()).then_some(AssistantContent { text, calls: &[] }),
+                    tool_calls: tool_calls.iter().map(RequestToolCall::new).collect(),
                 }
-                Message::Assistant { text, tool_calls } => {
-                    // [V1] fallback: tool calls as JSON text.
-                    let mut content = text.clone();
-                    for call in tool_calls {
-                        if !content.is_empty() {
-                            content.push('\n');
-                        }
-                        content.push_str(&json!({"tool_call": {"id": call.id, "name": call.name, "arguments": call.arguments}}).to_string());
-                    }
-                    json!({"role": "assistant", "content": content})
-                }
-                Message::ToolResult { call_id, content, .. } if tools_offered => {
-                    json!({"role": "tool", "tool_call_id": call_id, "content": content})
-                }
-                Message::ToolResult { call_id, name, content, is_error } => json!({
-                    "role": "user",
-                    "content": json!({"tool_result": {"tool_call_id": call_id, "name": name, "content": content, "is_error": is_error}}).to_string(),
+            }
+            // [V1] fallback: tool calls as JSON text.
+            Message::Assistant { text, tool_calls } => RequestMessage::Assistant {
+                content: Some(AssistantContent {
+                    text,
+                    calls: tool_calls,
                 }),
-            });
+                tool_calls: Vec::new(),
+            },
+            Message::ToolResult {
+                call_id, content, ..
+            } if tools_offered => RequestMessage::Tool {
+                tool_call_id: call_id,
+                content,
+            },
+            Message::ToolResult {
+                call_id,
+                name,
+                content,
+                is_error,
+            } => RequestMessage::User {
+                content: UserContent::ToolResult(JsonText(ToolResultText {
+                    tool_result: ToolResultFields {
+                        content,
+                        is_error: *is_error,
+                        name,
+                        tool_call_id: call_id,
+                    },
+                })),
+            },
+        }));
+        // OpenAI's own API wants max_completion_tokens (its reasoning models
+        // refuse max_tokens); compatible servers know max_tokens.
+        let (max_tokens, max_completion_tokens) = match self.max_tokens {
+            Some(max) if self.base_url.contains("api.openai.com") => (None, Some(max)),
+            max => (max, None),
+        };
+        Request {
+            model: &self.model,
+            messages,
+            tools: request.tools.iter().map(RequestTool::new).collect(),
+            max_tokens,
+            max_completion_tokens,
         }
-        let mut body = json!({"model": self.model, "messages": messages});
-        if tools_offered {
-            let tools: Vec<Value> = request
-                .tools
-                .iter()
-                .map(|t| json!({"type": "function", "function": {"name": t.name, "description": t.description.clone().unwrap_or_default(), "parameters": t.input_schema}}))
-                .collect();
-            body["tools"] = Value::Array(tools);
+    }
+}
+
+/// A Chat Completions request.
+#[derive(Debug, Serialize)]
+struct Request<'a> {
+    model: &'a str,
+    messages: Vec<RequestMessage<'a>>,
+    /// Absent when no tool is offered \[V1\].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    tools: Vec<RequestTool<'a>>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    max_completion_tokens: Option<u32>,
+}
+
+/// One message of a request.
+#[derive(Debug, Serialize)]
+#[serde(tag = "role", rename_all = "lowercase")]
+enum RequestMessage<'a> {
+    System {
+        content: &'a str,
+    },
+    User {
+        content: UserContent<'a>,
+    },
+    Assistant {
+        /// `null` for a turn of tool calls only.
+        content: Option<AssistantContent<'a>>,
+        #[serde(skip_serializing_if = "Vec::is_empty")]
+        tool_calls: Vec<RequestToolCall<'a>>,
+    },
+    Tool {
+        tool_call_id: &'a str,
+        content: &'a str,
+    },
+}
+
+/// A user message's text: the person's, or a tool result as JSON text \[V1\].
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+enum UserContent<'a> {
+    Text(&'a str),
+    ToolResult(JsonText<ToolResultText<'a>>),
+}
+
+/// `{"tool_result": {...}}`: a tool result as text \[V1\].
+#[derive(Debug, Serialize)]
+struct ToolResultText<'a> {
+    tool_result: ToolResultFields<'a>,
+}
+
+/// In alphabetical order, as the text was before these types (see
+/// `ToolCallText`).
+#[derive(Debug, Serialize)]
+struct ToolResultFields<'a> {
+    content: &'a str,
+    is_error: bool,
+    name: &'a str,
+    tool_call_id: &'a str,
+}
+
+/// An assistant message's text, then each of `calls` as JSON text on a line
+/// of its own \[V1\] (none when the calls go as `tool_calls`).
+#[derive(Debug)]
+struct AssistantContent<'a> {
+    text: &'a str,
+    calls: &'a [ToolCall],
+}
+
+impl Serialize for AssistantContent<'_> {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        if self.calls.is_empty() {
+            return serializer.serialize_str(self.text);
         }
-        if let Some(max) = self.max_tokens {
-            // OpenAI's own API wants max_completion_tokens (its reasoning
-            // models refuse max_tokens); compatible servers know max_tokens.
-            let key = if self.base_url.contains("api.openai.com") {
-                "max_completion_tokens"
-            } else {
-                "max_tokens"
-            };
-            body[key] = json!(max);
+        let mut content = self.text.to_owned();
+        for call in self.calls {
+            if !content.is_empty() {
+                content.push('\n');
+            }
+            let text = serde_json::to_string(&ToolCallText::new(call))
+                .map_err(serde::ser::Error::custom)?;
+            content.push_str(&text);
         }
-        body
+        serializer.serialize_str(&content)
+    }
+}
+
+/// A tool call in an assistant message.
+#[derive(Debug, Serialize)]
+struct RequestToolCall<'a> {
+    id: &'a str,
+    /// Always `"function"`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionCall<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct FunctionCall<'a> {
+    name: &'a str,
+    arguments: &'a str,
+}
+
+impl<'a> RequestToolCall<'a> {
+    fn new(call: &'a ToolCall) -> RequestToolCall<'a> {
+        RequestToolCall {
+            id: &call.id,
+            kind: "function",
+            function: FunctionCall {
+                name: &call.name,
+                arguments: &call.arguments,
+            },
+        }
+    }
+}
+
+/// A tool the model may call.
+#[derive(Debug, Serialize)]
+struct RequestTool<'a> {
+    /// Always `"function"`.
+    #[serde(rename = "type")]
+    kind: &'static str,
+    function: FunctionDef<'a>,
+}
+
+#[derive(Debug, Serialize)]
+struct FunctionDef<'a> {
+    name: &'a str,
+    /// Empty when the tool has none.
+    description: &'a str,
+    parameters: &'a Value,
+}
+
+impl<'a> RequestTool<'a> {
+    fn new(tool: &'a ToolDef) -> RequestTool<'a> {
+        RequestTool {
+            kind: "function",
+            function: FunctionDef {
+                name: &tool.name,
+                description: tool.description.as_deref().unwrap_or_default(),
+                parameters: &tool.input_schema,
+            },
+        }
+    }
+}
+
+/// A Chat Completions answer. Unknown fields are ignored, here and below.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a Chat Completions answer (a JSON object)")]
+struct Answer {
+    /// Only the first is read; `null` or absent reads as none.
+    #[serde(default)]
+    choices: Option<Vec<Choice>>,
+    /// Usage that is not two counts is no usage: servers vary.
+    #[serde(default, deserialize_with = "lenient")]
+    usage: Option<AnswerUsage>,
+}
+
+/// One choice of an answer.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a choice (a JSON object)")]
+struct Choice {
+    /// `null` reads as a message with nothing in it.
+    #[serde(default, deserialize_with = "null_as_default")]
+    message: Option<AnswerMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+/// An answer's message (a streamed chunk's `delta` has the same fields).
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a message (a JSON object)")]
+struct AnswerMessage {
+    #[serde(default)]
+    content: Option<String>,
+    /// Any value but `null` is a refusal, whatever its type.
+    #[serde(default)]
+    refusal: Option<IgnoredAny>,
+    #[serde(default)]
+    tool_calls: Option<Vec<AnswerToolCall>>,
+}
+
+/// A tool call in an answer (in a streamed `delta` too, where the id and the
+/// name come in the first piece only).
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a tool call (a JSON object)")]
+struct AnswerToolCall {
+    /// Some compatible servers leave the id out, or send no string.
+    #[serde(default, deserialize_with = "lenient")]
+    id: Option<String>,
+    /// `null` reads as a function with no name, which is named as missing.
+    #[serde(default, deserialize_with = "null_as_default")]
+    function: Option<AnswerFunction>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+#[serde(expecting = "a function call (a JSON object)")]
+struct AnswerFunction {
+    #[serde(default)]
+    name: Option<String>,
+    /// JSON text, as the API specifies; some servers send the object itself.
+    #[serde(default)]
+    arguments: Option<Value>,
+}
+
+#[derive(Debug, Deserialize)]
+struct AnswerUsage {
+    prompt_tokens: u64,
+    completion_tokens: u64,
+}
+
+impl AnswerToolCall {
+    /// The call, or what is missing from it; `at` is its path.
+    fn into_tool_call(self, at: &str) -> Result<ToolCall, ModelError> {
+        let function = self
+            .function
+            .ok_or_else(|| ModelError::Malformed(format!("{at}.function is missing")))?;
+        let name = function
+            .name
+            .ok_or_else(|| ModelError::Malformed(format!("{at}.function.name is missing")))?;
+        Ok(ToolCall {
+            // The history needs an id.
+            id: self
+                .id
+                .filter(|id| !id.is_empty())
+                .unwrap_or_else(fresh_call_id),
+            name,
+            arguments: match function.arguments {
+                Some(Value::String(s)) => s,
+                None => "{}".to_owned(),
+                Some(other) => other.to_string(),
+            },
+        })
     }
 }
 
@@ -120,54 +371,25 @@ fn fresh_call_id() -> String {
     )
 }
 
-/// Reads a Chat Completions answer.
-pub fn parse_response(value: &Value) -> Result<ModelResponse, ModelError> {
-    let choice = value
-        .get("choices")
-        .and_then(Value::as_array)
-        .and_then(|c| c.first())
+/// Reads a Chat Completions answer from its body.
+pub fn parse_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
+    let answer: Answer = decode(body)?;
+    let choice = answer
+        .choices
+        .and_then(|choices| choices.into_iter().next())
         .ok_or_else(|| ModelError::Malformed("choices[0] is missing".into()))?;
     let message = choice
-        .get("message")
+        .message
         .ok_or_else(|| ModelError::Malformed("choices[0].message is missing".into()))?;
-    let text = match message.get("content") {
-        None | Some(Value::Null) => String::new(),
-        Some(Value::String(s)) => s.clone(),
-        Some(other) => {
-            return Err(ModelError::Malformed(format!(
-                "choices[0].message.content is not text: {}",
-                excerpt(other)
-            )));
-        }
-    };
-    let mut tool_calls = Vec::new();
-    if let Some(calls) = message.get("tool_calls").filter(|v| !v.is_null()) {
-        let calls = calls.as_array().ok_or_else(|| {
-            ModelError::Malformed("choices[0].message.tool_calls is not a list".into())
-        })?;
-        for (i, call) in calls.iter().enumerate() {
-            let at = format!("choices[0].message.tool_calls[{i}]");
-            let function = call
-                .get("function")
-                .ok_or_else(|| ModelError::Malformed(format!("{at}.function is missing")))?;
-            tool_calls.push(ToolCall {
-                // Some compatible servers leave the id out; the history needs one.
-                id: match call.get("id").and_then(Value::as_str) {
-                    Some(id) if !id.is_empty() => id.to_owned(),
-                    _ => fresh_call_id(),
-                },
-                name: field_str(function, "name", &format!("{at}.function"))?.to_owned(),
-                arguments: match function.get("arguments") {
-                    Some(Value::String(s)) => s.clone(),
-                    Some(Value::Null) | None => "{}".to_owned(),
-                    Some(other) => other.to_string(),
-                },
-            });
-        }
-    }
-    let refused = message.get("refusal").is_some_and(|r| !r.is_null());
-    let stop = match choice.get("finish_reason").and_then(Value::as_str) {
-        _ if refused => StopReason::Refusal,
+    let tool_calls = message
+        .tool_calls
+        .unwrap_or_default()
+        .into_iter()
+        .enumerate()
+        .map(|(i, call)| call.into_tool_call(&format!("choices[0].message.tool_calls[{i}]")))
+        .collect::<Result<Vec<_>, _>>()?;
+    let stop = match choice.finish_reason.as_deref() {
+        _ if message.refusal.is_some() => StopReason::Refusal,
         Some("stop") => StopReason::EndTurn,
         Some("tool_calls" | "function_call") => StopReason::ToolUse,
         Some("length") => StopReason::MaxTokens,
@@ -179,17 +401,14 @@ pub fn parse_response(value: &Value) -> Result<ModelResponse, ModelError> {
             ));
         }
     };
-    let usage = value.get("usage").and_then(|u| {
-        Some(Usage {
-            input_tokens: u.get("prompt_tokens")?.as_u64()?,
-            output_tokens: u.get("completion_tokens")?.as_u64()?,
-        })
-    });
     Ok(ModelResponse {
-        text,
+        text: message.content.unwrap_or_default(),
         tool_calls,
         stop,
-        usage,
+        usage: answer.usage.map(|u| Usage {
+            input_tokens: u.prompt_tokens,
+            output_tokens: u.completion_tokens,
+        }),
     })
 }
 
@@ -217,5 +436,368 @@ impl Model for OpenAiCompat {
 
     fn describe(&self) -> String {
         format!("openai-compatible {} at {}", self.model, self.base_url)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn call(id: &str, name: &str, arguments: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: name.into(),
+            arguments: arguments.into(),
+        }
+    }
+
+    /// Text, a turn of text and a call, its result, a turn of calls only, an
+    /// error result, and a reply.
+    fn history() -> Vec<Message> {
+        vec![
+            Message::user("build it"),
+            Message::Assistant {
+                text: "reading".into(),
+                tool_calls: vec![call("c1", "todo__list", r#"{"all":true}"#)],
+            },
+            Message::ToolResult {
+                call_id: "c1".into(),
+                name: "todo__list".into(),
+                content: "(empty)".into(),
+                is_error: false,
+            },
+            Message::Assistant {
+                text: String::new(),
+                tool_calls: vec![call("c2", "todo__add", "not json")],
+            },
+            Message::ToolResult {
+                call_id: "c2".into(),
+                name: "todo__add".into(),
+                content: "bad arguments".into(),
+                is_error: true,
+            },
+            Message::Assistant {
+                text: "done".into(),
+                tool_calls: vec![],
+            },
+        ]
+    }
+
+    fn tools() -> Vec<ToolDef> {
+        vec![
+            ToolDef {
+                name: "todo__list".into(),
+                description: Some("the list".into()),
+                input_schema: json!({"type": "object", "properties": {"all": {"type": "boolean"}}}),
+            },
+            ToolDef {
+                name: "todo__add".into(),
+                description: None,
+                input_schema: json!({"type": "object"}),
+            },
+        ]
+    }
+
+    fn body(model: &OpenAiCompat, messages: &[Message], tools: &[ToolDef]) -> Value {
+        let request = ModelRequest {
+            system: "sys",
+            messages,
+            tools,
+        };
+        serde_json::to_value(model.body(request)).unwrap()
+    }
+
+    fn parse(answer: Value) -> Result<ModelResponse, ModelError> {
+        parse_response(answer.to_string().as_bytes())
+    }
+
+    fn malformed(answer: &str) -> String {
+        match parse_response(answer.as_bytes()) {
+            Err(ModelError::Malformed(e)) => e,
+            other => panic!("not malformed: {other:?}"),
+        }
+    }
+
+    #[test]
+    fn a_request_with_tools_is_exactly_the_wire_format() {
+        let model = OpenAiCompat::new(
+            "http://localhost:11434/v1",
+            None,
+            "m",
+            HttpSettings::default(),
+        )
+        .with_max_tokens(100);
+        let expected = json!({
+            "model": "m",
+            "messages": [
+                {"role": "system", "content": "sys"},
+                {"role": "user", "content": "build it"},
+                {"role": "assistant", "content": "reading", "tool_calls": [
+                    {"id": "c1", "type": "function", "function": {"name": "todo__list", "arguments": "{\"all\":true}"}},
+                ]},
+                {"role": "tool", "tool_call_id": "c1", "content": "(empty)"},
+                {"role": "assistant", "content": null, "tool_calls": [
+                    {"id": "c2", "type": "function", "function": {"name": "todo__add", "arguments": "not json"}},
+                ]},
+                {"role": "tool", "tool_call_id": "c2", "content": "bad arguments"},
+                {"role": "assistant", "content": "done"},
+            ],
+            "tools": [
+                {"type": "function", "function": {"name": "todo__list", "description": "the list", "parameters": {"type": "object", "properties": {"all": {"type": "boolean"}}}}},
+                {"type": "function", "function": {"name": "todo__add", "description": "", "parameters": {"type": "object"}}},
+            ],
+            "max_tokens": 100,
+        });
+        assert_eq!(body(&model, &history(), &tools()), expected);
+    }
+
+    // [V1]: the text is the one built from `serde_json::Value`s before the
+    // typed format (keys sorted), byte for byte.
+    #[test]
+    fn a_request_without_tools_sends_tool_history_as_text_v1() {
+        let model = OpenAiCompat::new(DEFAULT_BASE_URL, None, "gpt", HttpSettings::default())
+            .with_max_tokens(7);
+        let expected = json!({
+            "model": "gpt",
+            "messages": [
+                {"role": "system", "content": "sys"},
+                {"role": "user", "content": "build it"},
+                {"role": "assistant", "content": "reading\n{\"tool_call\":{\"arguments\":\"{\\\"all\\\":true}\",\"id\":\"c1\",\"name\":\"todo__list\"}}"},
+                {"role": "user", "content": "{\"tool_result\":{\"content\":\"(empty)\",\"is_error\":false,\"name\":\"todo__list\",\"tool_call_id\":\"c1\"}}"},
+                {"role": "assistant", "content": "{\"tool_call\":{\"arguments\":\"not json\",\"id\":\"c2\",\"name\":\"todo__add\"}}"},
+                {"role": "user", "content": "{\"tool_result\":{\"content\":\"bad arguments\",\"is_error\":true,\"name\":\"todo__add\",\"tool_call_id\":\"c2\"}}"},
+                {"role": "assistant", "content": "done"},
+            ],
+            // OpenAI's own API gets the newer name.
+            "max_completion_tokens": 7,
+        });
+        assert_eq!(body(&model, &history(), &[]), expected);
+    }
+
+    #[test]
+    fn an_answer_with_text_calls_and_usage_is_read() {
+        let response = parse(json!({
+            "choices": [{"message": {"content": "looking", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{\"x\":1}"}},
+                {"id": "c2", "type": "function", "function": {"name": "b", "arguments": {"y": [2]}}},
+                {"id": "c3", "type": "function", "function": {"name": "c", "arguments": null}},
+                {"id": "c4", "type": "function", "function": {"name": "d"}},
+            ]}, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": u64::MAX, "completion_tokens": 3},
+        }))
+        .unwrap();
+        assert_eq!(
+            response,
+            ModelResponse {
+                text: "looking".into(),
+                tool_calls: vec![
+                    call("c1", "a", r#"{"x":1}"#),
+                    call("c2", "b", r#"{"y":[2]}"#),
+                    call("c3", "c", "{}"),
+                    call("c4", "d", "{}"),
+                ],
+                stop: StopReason::ToolUse,
+                usage: Some(Usage {
+                    input_tokens: u64::MAX,
+                    output_tokens: 3
+                }),
+            }
+        );
+    }
+
+    #[test]
+    fn stop_reasons_map_explicitly_and_a_refusal_wins() {
+        let stop = |message: Value, finish: Value| {
+            parse(json!({"choices": [{"message": message, "finish_reason": finish}]}))
+                .map(|r| r.stop)
+        };
+        let text = json!({"content": "x"});
+        for (word, reason) in [
+            ("stop", StopReason::EndTurn),
+            ("tool_calls", StopReason::ToolUse),
+            ("function_call", StopReason::ToolUse),
+            ("length", StopReason::MaxTokens),
+            ("content_filter", StopReason::ContentFilter),
+            ("eos", StopReason::Other("eos".into())),
+        ] {
+            assert_eq!(stop(text.clone(), json!(word)), Ok(reason), "{word}");
+        }
+        // Any refusal that is not null, even with no finish reason.
+        for refusal in [json!("no"), json!({"why": 1}), json!(0)] {
+            let message = json!({"content": null, "refusal": refusal});
+            assert_eq!(
+                stop(message.clone(), json!("stop")),
+                Ok(StopReason::Refusal)
+            );
+            assert_eq!(stop(message, Value::Null), Ok(StopReason::Refusal));
+        }
+        assert_eq!(
+            stop(json!({"content": "x", "refusal": null}), json!("stop")),
+            Ok(StopReason::EndTurn)
+        );
+    }
+
+    // What the current servers leave out or send as null reads as nothing.
+    #[test]
+    fn missing_and_null_optional_fields_are_read_leniently() {
+        let response = parse(json!({"choices": [{"message": {"content": null, "tool_calls": null}, "finish_reason": "stop"}]})).unwrap();
+        assert_eq!((response.text.as_str(), response.tool_calls.len()), ("", 0));
+        assert_eq!(response.usage, None);
+        let response =
+            parse(json!({"choices": [{"message": null, "finish_reason": "stop"}]})).unwrap();
+        assert_eq!(response.text, "");
+        let response =
+            parse(json!({"choices": [{"message": {}, "finish_reason": "stop"}]})).unwrap();
+        assert_eq!(response.text, "");
+        // Usage that is not two counts is no usage, not an error.
+        for usage in [
+            json!(null),
+            json!("lots"),
+            json!({"prompt_tokens": 1}),
+            json!({"prompt_tokens": -1, "completion_tokens": 2}),
+            json!({"prompt_tokens": 1.5, "completion_tokens": 2}),
+            json!({"prompt_tokens": 1e30, "completion_tokens": 2}),
+        ] {
+            let response = parse(json!({"choices": [{"message": {"content": "x"}, "finish_reason": "stop"}], "usage": usage})).unwrap();
+            assert_eq!(response.usage, None, "{usage}");
+        }
+    }
+
+    #[test]
+    fn a_call_without_a_usable_id_gets_a_fresh_one() {
+        let response = parse(json!({"choices": [{"message": {"tool_calls": [
+            {"function": {"name": "a"}},
+            {"id": "", "function": {"name": "b"}},
+            {"id": 7, "function": {"name": "c"}},
+            {"id": null, "function": {"name": "d"}},
+        ]}, "finish_reason": "tool_calls"}]}))
+        .unwrap();
+        let ids: Vec<&str> = response.tool_calls.iter().map(|c| c.id.as_str()).collect();
+        assert!(
+            ids.iter().all(|id| id.starts_with("sprout-call-")),
+            "{ids:?}"
+        );
+        let unique: std::collections::BTreeSet<&str> = ids.iter().copied().collect();
+        assert_eq!(unique.len(), 4, "{ids:?}");
+    }
+
+    #[test]
+    fn unknown_fields_are_ignored_at_every_level() {
+        let response = parse(json!({
+            "id": "chatcmpl-1", "object": "chat.completion", "created": 1, "model": "m",
+            "system_fingerprint": null, "service_tier": "default",
+            "choices": [{"index": 0, "logprobs": null, "extra": [1, 2], "finish_reason": "stop",
+                "message": {"role": "assistant", "content": "hi", "annotations": [], "audio": null, "reasoning_content": "hmm",
+                    "tool_calls": [{"id": "c", "type": "function", "index": 0, "function": {"name": "f", "arguments": "{}", "strict": true}}]}}],
+            "usage": {"prompt_tokens": 1, "completion_tokens": 2, "total_tokens": 3, "prompt_tokens_details": {"cached_tokens": 0}},
+        }))
+        .unwrap();
+        assert_eq!(
+            response,
+            ModelResponse {
+                text: "hi".into(),
+                tool_calls: vec![call("c", "f", "{}")],
+                stop: StopReason::EndTurn,
+                usage: Some(Usage {
+                    input_tokens: 1,
+                    output_tokens: 2
+                }),
+            }
+        );
+    }
+
+    // The path names the field; the answer's start follows.
+    #[test]
+    fn a_wrongly_typed_field_is_named_by_its_path() {
+        let answer = json!({"choices": [{"message": {"tool_calls": [
+            {"id": "c1", "function": {"name": "a", "arguments": "{}"}},
+            {"id": "c2", "function": {"name": 5, "arguments": "{}"}},
+        ]}, "finish_reason": "tool_calls"}]})
+        .to_string();
+        let e = malformed(&answer);
+        assert!(
+            e.starts_with("choices[0].message.tool_calls[1].function.name: invalid type: integer `5`, expected a string at line 1 column "),
+            "{e}"
+        );
+        let start: String = answer.chars().take(120).collect();
+        assert!(e.ends_with(&format!("; the answer began {start:?}")), "{e}");
+        for (answer, path) in [
+            (
+                json!({"choices": [{"message": {"content": ["a", "b"]}, "finish_reason": "stop"}]}),
+                "choices[0].message.content: invalid type: sequence, expected a string",
+            ),
+            (
+                json!({"choices": [{"message": {"tool_calls": {"id": "c"}}, "finish_reason": "stop"}]}),
+                "choices[0].message.tool_calls: invalid type: map, expected a sequence",
+            ),
+            (
+                json!({"choices": [{"message": {"content": "x"}, "finish_reason": 1}]}),
+                "choices[0].finish_reason: invalid type: integer `1`, expected a string",
+            ),
+            (
+                json!({"choices": [{"message": {"tool_calls": [7]}}]}),
+                "choices[0].message.tool_calls[0]: invalid type: integer `7`, expected a tool call (a JSON object)",
+            ),
+            (
+                json!({"choices": "none"}),
+                "choices: invalid type: string \"none\", expected a sequence",
+            ),
+            (
+                json!("choices"),
+                "invalid type: string \"choices\", expected a Chat Completions answer (a JSON object)",
+            ),
+            (
+                json!(["choices"]),
+                "the answer is a JSON array, not an object: \"[\\\"choices\\\"]\"",
+            ),
+        ] {
+            let e = malformed(&answer.to_string());
+            assert!(e.starts_with(path), "{e}");
+        }
+    }
+
+    #[test]
+    fn what_is_missing_is_named() {
+        for (answer, e) in [
+            (json!({}), "choices[0] is missing"),
+            (json!({"choices": null}), "choices[0] is missing"),
+            (json!({"choices": []}), "choices[0] is missing"),
+            (
+                json!({"choices": [{"finish_reason": "stop"}]}),
+                "choices[0].message is missing",
+            ),
+            (
+                json!({"choices": [{"message": {"tool_calls": [{"id": "x"}]}, "finish_reason": "tool_calls"}]}),
+                "choices[0].message.tool_calls[0].function is missing",
+            ),
+            (
+                json!({"choices": [{"message": {"tool_calls": [{"id": "x", "function": {}}]}, "finish_reason": "tool_calls"}]}),
+                "choices[0].message.tool_calls[0].function.name is missing",
+            ),
+            (
+                json!({"choices": [{"message": {"tool_calls": [{"id": "x", "function": null}]}, "finish_reason": "tool_calls"}]}),
+                "choices[0].message.tool_calls[0].function.name is missing",
+            ),
+            (
+                json!({"choices": [{"message": {"content": "x"}}]}),
+                "choices[0].finish_reason is missing",
+            ),
+            (
+                json!({"choices": [{"message": {"content": "x"}, "finish_reason": null}]}),
+                "choices[0].finish_reason is missing",
+            ),
+        ] {
+            assert_eq!(malformed(&answer.to_string()), e, "{answer}");
+        }
+    }
+
+    #[test]
+    fn a_body_that_is_not_json_says_so() {
+        for body in ["<html>", "", "{\"choices\": [", "{} {}"] {
+            let e = malformed(body);
+            assert!(e.starts_with("the body is not JSON ("), "{e}");
+            assert!(e.ends_with(&format!("): {body:?}")), "{e}");
+        }
     }
 }
