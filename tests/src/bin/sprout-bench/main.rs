@@ -1,13 +1,26 @@
 //! `sprout-bench`: the benchmarks that `cargo xtask bench` runs.
 //!
-//! Each figure is a median over many repetitions, with its spread (10th and
-//! 90th percentiles). The physical floor, a JSON-RPC round trip over a pipe to
-//! a minimal native process, is measured in the same run so that the hook
-//! figures can be read as ratios that carry across machines.
+//! Each timed figure is a median over many repetitions, with its spread (10th
+//! and 90th percentiles). The physical floor, a JSON-RPC round trip over a
+//! pipe to a minimal native process, is measured in the same run, so that the
+//! hook figures can be read against what the machine could do at that moment.
+//! The ratios are of this run on this machine: how they move on another
+//! machine (other core counts, schedulers, load) has not been measured.
+//!
+//! Figures 1 to 7 drive the libraries in this process (`hooks_mcp::Host`,
+//! `agent_loop::Agent`, `hooks_core::Session`) against real server processes.
+//! Figures 8 to 13 measure at the product surface: the real `sprout` binary,
+//! as `sprout acp` driven by a Rust ACP client over its stdio ([`acp`]) and
+//! as `sprout run --json` ([`run`]), against a fake OpenAI-compatible model on
+//! 127.0.0.1 that answers at once ([`fake_model`]).
 //!
 //! ```text
-//! sprout-bench [--quick] [--out FILE] [--fixture PATH]
+//! sprout-bench [--quick] [--out FILE] [--fixture PATH] [--sprout PATH]
 //! ```
+//!
+//! Every multi-server figure checks that all its servers came up, and every
+//! round that it decided as expected, before its figure is reported: a figure
+//! of fewer servers than it says is a failure, not a number.
 
 #![allow(clippy::print_stdout, clippy::print_stderr)]
 
@@ -21,15 +34,22 @@ use hooks_core::{
     EndReason, HookConfig, HookReply, Input, Output, ReplyPart, ServerName, Session, StopReason,
     Time, TurnVerdict,
 };
-use hooks_mcp::server::ToolServer;
 use hooks_mcp::{Host, HostOptions, ServerSpec};
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
+
+mod acp;
+mod fake_model;
+mod http_hook;
+mod run;
 
 struct Args {
     quick: bool,
     out: Option<PathBuf>,
     fixture: PathBuf,
+    sprout: PathBuf,
+    /// Serve figure 2's HTTP hook server instead ([`http_hook::serve`]).
+    http_hook_server: bool,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -37,6 +57,8 @@ fn parse_args() -> Result<Args, String> {
         quick: false,
         out: None,
         fixture: sibling("mcp-fixture"),
+        sprout: sibling("sprout"),
+        http_hook_server: false,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -44,10 +66,12 @@ fn parse_args() -> Result<Args, String> {
             "--quick" => args.quick = true,
             "--out" => args.out = Some(it.next().ok_or("--out needs a file")?.into()),
             "--fixture" => args.fixture = it.next().ok_or("--fixture needs a path")?.into(),
+            "--sprout" => args.sprout = it.next().ok_or("--sprout needs a path")?.into(),
             "--echo" => {
                 echo_server();
                 std::process::exit(0);
             }
+            "--http-hook-server" => args.http_hook_server = true,
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -81,16 +105,23 @@ fn echo_server() {
     }
 }
 
+/// A distribution of samples, in microseconds (signed: a difference of
+/// paired samples can come out below zero).
 #[derive(Clone, Copy, Debug)]
 struct Stats {
-    median: Duration,
-    p10: Duration,
-    p90: Duration,
+    median: f64,
+    p10: f64,
+    p90: f64,
     n: usize,
 }
 
-fn stats(mut samples: Vec<Duration>) -> Stats {
-    samples.sort();
+fn stats(samples: Vec<Duration>) -> Stats {
+    stats_us(samples.into_iter().map(us).collect())
+}
+
+fn stats_us(mut samples: Vec<f64>) -> Stats {
+    assert!(!samples.is_empty(), "a figure without samples");
+    samples.sort_by(f64::total_cmp);
     let at = |q: f64| samples[((samples.len() - 1) as f64 * q).round() as usize];
     Stats {
         median: at(0.5),
@@ -104,29 +135,44 @@ fn us(d: Duration) -> f64 {
     d.as_secs_f64() * 1e6
 }
 
+/// What a figure is set beside: its median divided by `of`'s, printed as
+/// "N× `name`".
+#[derive(Clone, Copy, Debug)]
+struct Versus<'a> {
+    name: &'a str,
+    of: Stats,
+}
+
+fn versus(name: &str, of: Stats) -> Option<Versus<'_>> {
+    Some(Versus { name, of })
+}
+
 struct Report {
     rows: Vec<serde_json::Value>,
 }
 
 impl Report {
-    fn row(&mut self, figure: &str, what: &str, s: Stats, floor: Option<Stats>) {
-        let ratio = floor.map(|f| us(s.median) / us(f.median));
+    fn row(&mut self, figure: &str, what: &str, s: Stats, vs: Option<Versus<'_>>) {
+        let ratio = vs.map(|v| s.median / v.of.median);
         println!(
-            "{figure:<4} {what:<44} {:>11.1} µs  [{:>10.1} – {:>10.1}]  n={:<5} {}",
-            us(s.median),
-            us(s.p10),
-            us(s.p90),
+            "{figure:<4} {what:<52} {:>11.1} µs  [{:>10.1} – {:>10.1}]  n={:<5} {}",
+            s.median,
+            s.p10,
+            s.p90,
             s.n,
-            ratio.map_or(String::new(), |r| format!("{r:>7.1}× floor"))
+            match (ratio, vs) {
+                (Some(r), Some(v)) => format!("{r:>7.1}× {}", v.name),
+                _ => String::new(),
+            }
         );
         self.rows.push(json!({
-            "figure": figure, "what": what, "median_us": us(s.median), "p10_us": us(s.p10),
-            "p90_us": us(s.p90), "n": s.n, "ratio_to_floor": ratio,
+            "figure": figure, "what": what, "median_us": s.median, "p10_us": s.p10,
+            "p90_us": s.p90, "n": s.n, "ratio": ratio, "ratio_to": vs.map(|v| v.name),
         }));
     }
 
     fn value(&mut self, figure: &str, what: &str, value: f64, unit: &str) {
-        println!("{figure:<4} {what:<44} {value:>11.0} {unit}");
+        println!("{figure:<4} {what:<52} {value:>11.1} {unit}");
         self.rows
             .push(json!({"figure": figure, "what": what, "value": value, "unit": unit}));
     }
@@ -178,7 +224,15 @@ fn fixtures(fixture: &std::path::Path, n: usize, args: &[&str]) -> Vec<ServerSpe
         .collect()
 }
 
+/// A host on `specs`, every one of them up (see [`all_up`]).
 async fn start(specs: Vec<ServerSpec>, timeout_ms: u64) -> Host {
+    let n = specs.len();
+    let host = start_unchecked(specs, timeout_ms).await;
+    all_up(&host, n);
+    host
+}
+
+async fn start_unchecked(specs: Vec<ServerSpec>, timeout_ms: u64) -> Host {
     Host::start(
         specs,
         config(timeout_ms),
@@ -187,6 +241,22 @@ async fn start(specs: Vec<ServerSpec>, timeout_ms: u64) -> Host {
     )
     .await
     .expect("the host starts")
+}
+
+/// Fails the run unless all `n` servers of `host` are up: a server that did
+/// not start would make a figure of N servers one of fewer.
+fn all_up(host: &Host, n: usize) {
+    let servers = host.servers();
+    let down: Vec<String> = servers
+        .iter()
+        .filter(|s| s.state != hooks_core::ServerState::Up)
+        .map(|s| format!("{} ({:?}: {:?})", s.name, s.state, s.last_error))
+        .collect();
+    assert!(
+        servers.len() == n && down.is_empty(),
+        "{} of {n} servers configured, not up: {down:?}; the figure would measure fewer servers than it says",
+        servers.len()
+    );
 }
 
 /// One `_Stop` round that nobody objects to; returns its duration.
@@ -207,49 +277,49 @@ async fn stop_round(host: &mut Host) -> Duration {
     took
 }
 
-/// Figure 2: `_Stop` rounds against `host`'s instant servers.
-async fn rounds(mut host: Host, reps: usize) -> Stats {
+/// Figure 2: `_Stop` rounds against `host`'s instant servers, and the CPU
+/// this process spent per round (all its threads, from `/proc`).
+async fn rounds(mut host: Host, reps: usize) -> (Stats, f64) {
     for _ in 0..reps / 10 + 1 {
         stop_round(&mut host).await;
     }
     let mut samples = Vec::with_capacity(reps);
+    let cpu = cpu_ns(std::process::id());
     for _ in 0..reps {
         samples.push(stop_round(&mut host).await);
     }
+    let cpu = cpu_ns(std::process::id()).saturating_sub(cpu);
     host.shutdown().await;
-    stats(samples)
+    (stats(samples), cpu as f64 / 1000.0 / reps as f64)
 }
 
-async fn http_host() -> (Host, CancellationToken) {
-    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
-    use rmcp::transport::streamable_http_server::{
-        StreamableHttpServerConfig, StreamableHttpService,
+/// The CPU time, in nanoseconds, that every thread of process `pid` has run
+/// so far (the first field of each `/proc/PID/task/TID/schedstat`). Threads
+/// that exit between two reads take their time with them, which is why the
+/// figures read it around work done by long-lived threads only. Zero where
+/// `/proc` is not there.
+pub(crate) fn cpu_ns(pid: u32) -> u64 {
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0;
     };
-    let handler = ToolServer::new("bench")
-        .hook(hooks_core::HookPoint::Stop, "never objects", |_| async {
-            String::new()
-        })
-        .into_handler();
-    let config = StreamableHttpServerConfig::default();
-    let stop = config.cancellation_token.clone();
-    let service = StreamableHttpService::new(
-        move || Ok(handler.clone()),
-        Arc::new(LocalSessionManager::default()),
-        config,
-    );
-    let app = axum::Router::new().nest_service("/mcp", service);
-    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+    tasks
+        .flatten()
+        .filter_map(|task| std::fs::read_to_string(task.path().join("schedstat")).ok())
+        .filter_map(|stat| stat.split_whitespace().next()?.parse::<u64>().ok())
+        .sum()
+}
+
+/// Figure 2's Streamable HTTP server, in a process of its own
+/// ([`http_hook::serve`]), so the round crosses a process boundary as the
+/// stdio rounds do.
+async fn http_rounds(reps: usize) -> Stats {
+    let server = http_hook::Child::start(&sibling("sprout-bench"))
         .await
-        .expect("bind 127.0.0.1");
-    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
-    let shutdown = stop.clone();
-    tokio::spawn(async move {
-        let _ = axum::serve(listener, app)
-            .with_graceful_shutdown(async move { shutdown.cancelled_owned().await })
-            .await;
-    });
-    let spec = ServerSpec::http(ServerName::new("http").expect("valid"), url);
-    (start(vec![spec], 10_000).await, stop)
+        .unwrap_or_else(|e| panic!("the Streamable HTTP hook server: {e}"));
+    let spec = ServerSpec::http(ServerName::new("http").expect("valid"), server.url.clone());
+    let (s, _) = rounds(start(vec![spec], 10_000).await, reps).await;
+    server.stop().await;
+    s
 }
 
 /// Figure 3: rounds with `k` hanging hooks, as time beyond the deadline.
@@ -279,8 +349,9 @@ async fn startup(fixture: &std::path::Path, n: usize, reps: usize) -> Stats {
     let mut samples = Vec::with_capacity(reps);
     for _ in 0..reps {
         let started = Instant::now();
-        let host = start(fixtures(fixture, n, &["--hooks", "_Stop"]), 2500).await;
+        let host = start_unchecked(fixtures(fixture, n, &["--hooks", "_Stop"]), 2500).await;
         samples.push(started.elapsed());
+        all_up(&host, n);
         host.shutdown().await;
     }
     stats(samples)
@@ -433,7 +504,11 @@ fn peak_memory(
         {
             peak_kb = peak_kb.max(kb);
         }
-        if child.try_wait().map_err(|e| e.to_string())?.is_some() {
+        if let Some(status) = child.try_wait().map_err(|e| e.to_string())? {
+            if !status.success() {
+                let _ = std::fs::remove_dir_all(&dir);
+                return Err(format!("sprout run exited {status}"));
+            }
             break;
         }
         std::thread::sleep(Duration::from_millis(5));
@@ -511,11 +586,21 @@ fn core_rate(run_for: Duration) -> f64 {
         for _ in 0..50 {
             now = now + Duration::from_micros(50);
             session.begin_prompt(now).expect("idle");
-            decide(&mut session, now, tools(), false);
-            decide(&mut session, now, end(), true);
-            decide(&mut session, now, tools(), false);
+            assert_eq!(
+                decide(&mut session, now, tools(), false),
+                TurnVerdict::RunTools
+            );
+            let objected = decide(&mut session, now, end(), true);
+            assert!(
+                matches!(objected, TurnVerdict::Continue { .. }),
+                "{objected:?}"
+            );
+            assert_eq!(
+                decide(&mut session, now, tools(), false),
+                TurnVerdict::RunTools
+            );
             let last = decide(&mut session, now, end(), false);
-            debug_assert_eq!(
+            assert_eq!(
                 last,
                 TurnVerdict::End {
                     reason: EndReason::NoObjection
@@ -529,19 +614,40 @@ fn core_rate(run_for: Duration) -> f64 {
 
 #[tokio::main]
 async fn main() {
-    let args = match parse_args() {
+    let mut args = match parse_args() {
         Ok(args) => args,
         Err(e) => {
             eprintln!("sprout-bench: {e}");
             std::process::exit(2);
         }
     };
-    if !args.fixture.exists() {
-        eprintln!(
-            "sprout-bench: no fixture server at {}; build it with cargo build -p sprout-tests --bins",
-            args.fixture.display()
-        );
-        std::process::exit(2);
+    if args.http_hook_server {
+        http_hook::serve().await;
+        return;
+    }
+    // Absolute, since servers run in the sessions' own directories.
+    for (what, path, build) in [
+        (
+            "fixture server",
+            &mut args.fixture,
+            "cargo build -p sprout-tests --bins",
+        ),
+        (
+            "sprout binary",
+            &mut args.sprout,
+            "cargo build -p sprout-cli",
+        ),
+    ] {
+        match std::fs::canonicalize(&*path) {
+            Ok(absolute) => *path = absolute,
+            Err(e) => {
+                eprintln!(
+                    "sprout-bench: no {what} at {} ({e}); build it with {build}",
+                    path.display()
+                );
+                std::process::exit(2);
+            }
+        }
     }
     let (reps, slow_reps, start_reps) = if args.quick {
         (20, 2, 2)
@@ -549,7 +655,9 @@ async fn main() {
         (400, 15, 10)
     };
     let mut report = Report { rows: Vec::new() };
-    println!("fig  what                                              median          [p10 – p90]");
+    println!(
+        "fig  what                                                         median          [p10 – p90]"
+    );
     let floor = match floor(reps * 5) {
         Ok(s) => s,
         Err(e) => {
@@ -558,24 +666,29 @@ async fn main() {
         }
     };
     report.row("1", "JSON-RPC round trip over a pipe (floor)", floor, None);
+    let mut host_rounds = Vec::new();
     for n in [1, 4, 8, 16] {
         let host = start(
             fixtures(&args.fixture, n, &["--hooks", "_Stop", "--stop", "empty"]),
             10_000,
         )
         .await;
-        let s = rounds(host, reps).await;
+        let (s, cpu) = rounds(host, reps).await;
         report.row(
             "2",
             &format!("_Stop round, {n} instant stdio server(s)"),
             s,
-            Some(floor),
+            versus("floor", floor),
         );
+        host_rounds.push((n, s, cpu));
     }
-    let (host, stop) = http_host().await;
-    let s = rounds(host, reps).await;
-    stop.cancel();
-    report.row("2", "_Stop round, 1 Streamable HTTP server", s, Some(floor));
+    let s = http_rounds(reps).await;
+    report.row(
+        "2",
+        "_Stop round, 1 Streamable HTTP server (own process)",
+        s,
+        versus("floor", floor),
+    );
     for k in [1, 4] {
         let s = hanging(&args.fixture, k, slow_reps, 200).await;
         report.row(
@@ -594,23 +707,25 @@ async fn main() {
             None,
         );
     }
-    let s = agent_overhead(&args.fixture, 50, if args.quick { 1 } else { 10 }).await;
+    let loop_reps = if args.quick { 1 } else { 10 };
+    let tool_round = agent_overhead(&args.fixture, 50, loop_reps).await;
     report.row(
         "4",
         "agent overhead per tool round (50 rounds)",
-        s,
-        Some(floor),
+        tool_round,
+        versus("floor", floor),
     );
-    match peak_memory(&sibling("sprout"), &args.fixture, 50, 20 * 1024) {
+    match peak_memory(&args.sprout, &args.fixture, 50, 20 * 1024) {
         Ok(bytes) => report.value(
             "6",
             "peak RSS of sprout run, 50 rounds x 20 KB",
             bytes as f64 / (1024.0 * 1024.0),
             "MiB",
         ),
-        Err(e) => eprintln!(
-            "sprout-bench: figure 6 skipped: {e} (build sprout: cargo build -p sprout-cli)"
-        ),
+        Err(e) => {
+            eprintln!("sprout-bench: figure 6: {e}");
+            std::process::exit(1);
+        }
     }
     let rate = core_rate(if args.quick {
         Duration::from_millis(200)
@@ -618,6 +733,113 @@ async fn main() {
         Duration::from_secs(2)
     });
     report.value("7", "hooks-core decisions per second", rate, "decisions/s");
+
+    // The product surface: the real binary, over HTTP to a fake model.
+    let model = fake_model::FakeModel::start().await;
+    let surface = acp::Surface {
+        sprout: args.sprout.clone(),
+        fixture: args.fixture.clone(),
+        model: model.clone(),
+    };
+    let pairs = if args.quick { 10 } else { reps };
+    let product = tokio::task::spawn_blocking(move || -> Result<_, String> {
+        let mut stop = Vec::new();
+        for n in [1, 8] {
+            stop.push((n, surface.stop_rounds(n, pairs)?));
+        }
+        let tools = surface.tool_loop(50, loop_reps)?;
+        let runs = [0, 8]
+            .into_iter()
+            .map(|n| {
+                Ok((
+                    n,
+                    run::start_to_exit(&surface, n, if pairs > 20 { 30 } else { 2 })?,
+                ))
+            })
+            .collect::<Result<Vec<_>, String>>()?;
+        Ok((stop, tools, runs))
+    })
+    .await
+    .unwrap_or_else(|e| panic!("the product-surface figures panicked: {e}"));
+    let (stop, tools, runs) = match product {
+        Ok(figures) => figures,
+        Err(e) => {
+            eprintln!("sprout-bench: {e}");
+            std::process::exit(1);
+        }
+    };
+    for (n, f) in &stop {
+        report.row(
+            "8",
+            &format!("ACP prompt, {n} server(s), hooks off"),
+            f.off,
+            None,
+        );
+        report.row(
+            "8",
+            &format!("ACP prompt, {n} server(s), hooks on"),
+            f.on,
+            None,
+        );
+    }
+    for (n, f) in &stop {
+        let host = host_rounds
+            .iter()
+            .find(|(m, _, _)| m == n)
+            .map(|(_, s, _)| *s)
+            .expect("figure 2 ran for this n");
+        let name = format!("fig 2 (n={n})");
+        report.row(
+            "9",
+            &format!("ACP _Stop round (on − off, paired), {n} server(s)"),
+            f.round,
+            versus(&name, host),
+        );
+    }
+    for (n, f) in &stop {
+        report.value(
+            "10",
+            &format!("agent CPU per ACP prompt, {n} server(s), hooks off"),
+            f.cpu_off_us,
+            "µs",
+        );
+        report.value(
+            "10",
+            &format!("agent CPU per _Stop round (on − off), {n} server(s)"),
+            f.cpu_round_us,
+            "µs",
+        );
+        if let Some((_, _, cpu)) = host_rounds.iter().find(|(m, _, _)| m == n) {
+            report.value(
+                "10",
+                &format!("Host CPU per _Stop round (fig 2), {n} server(s)"),
+                *cpu,
+                "µs",
+            );
+        }
+    }
+    for (n, f) in &stop {
+        report.row(
+            "11",
+            &format!("ACP prompt → first agent_message_chunk, {n} srv, on"),
+            f.first_chunk,
+            None,
+        );
+    }
+    report.row(
+        "12",
+        "ACP tool round, 50-round loop ((loop − plain) / 50)",
+        tools,
+        versus("fig 4", tool_round),
+    );
+    for (n, s) in &runs {
+        report.row(
+            "13",
+            &format!("sprout run --json, start to exit, {n} server(s)"),
+            *s,
+            None,
+        );
+    }
     if let Some(out) = args.out {
         let document = json!({"quick": args.quick, "figures": report.rows});
         if let Err(e) = std::fs::write(
