@@ -4,9 +4,13 @@
 //! HTTP) and holds a server to three limits:
 //!
 //! - **Inbound rate.** More than [`Limits::max_inbound_per_second`] messages
-//!   (requests, notifications, anything) within one second is a flood: rmcp
-//!   spawns a task per request it answers, so an unbounded stream of `ping`s
-//!   would grow our memory without end.
+//!   the server sends of its own accord (requests, notifications) within one
+//!   second is a flood: rmcp spawns a task per request it answers, so an
+//!   unbounded stream of `ping`s would grow our memory without end. Answers
+//!   to our own requests are not counted against the rate, since a fast
+//!   server answers as fast as it is asked; they are held to what was asked
+//!   instead: a server that sends more answers than it got requests is lying,
+//!   and is wedged.
 //! - **Outbound backlog.** More than [`Limits::max_sends_in_flight`] messages
 //!   waiting to be written means the server is not reading what we send.
 //! - **Write stall.** One message that cannot be written within
@@ -24,11 +28,12 @@
 //! at 16 MiB. Deciding what to do with a wedged server is not this module's
 //! job; it only notices and fires.
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use rmcp::RoleClient;
+use rmcp::model::JsonRpcMessage;
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use tokio::time::Instant;
@@ -139,7 +144,13 @@ pub(crate) struct Guarded<T> {
     limits: Limits,
     wire: Tripwire,
     in_flight: Arc<AtomicUsize>,
-    /// Start of the current one-second window, and messages seen in it.
+    /// Requests sent so far (counted before they are written, so an answer
+    /// can never arrive ahead of its count).
+    asked: Arc<AtomicU64>,
+    /// Answers (results and errors) received so far.
+    answered: u64,
+    /// Start of the current one-second window, and unsolicited messages
+    /// seen in it.
     window: (Instant, u32),
 }
 
@@ -150,12 +161,29 @@ impl<T> Guarded<T> {
             limits,
             wire,
             in_flight: Arc::new(AtomicUsize::new(0)),
+            asked: Arc::new(AtomicU64::new(0)),
+            answered: 0,
             window: (Instant::now(), 0),
         }
     }
 
-    /// Counts one inbound message; false when it breaks the rate limit.
-    fn admit(&mut self) -> bool {
+    /// Counts one inbound message; why it breaks a limit, if it does.
+    fn admit(&mut self, message: &RxJsonRpcMessage<RoleClient>) -> Result<(), String> {
+        if matches!(
+            message,
+            JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)
+        ) {
+            self.answered += 1;
+            let asked = self.asked.load(Ordering::SeqCst);
+            return if self.answered <= asked {
+                Ok(())
+            } else {
+                Err(format!(
+                    "it sent {} answers to {asked} requests",
+                    self.answered
+                ))
+            };
+        }
         let now = Instant::now();
         let (start, count) = &mut self.window;
         if now.duration_since(*start) >= Duration::from_secs(1) {
@@ -163,7 +191,14 @@ impl<T> Guarded<T> {
             *count = 0;
         }
         *count = count.saturating_add(1);
-        *count <= self.limits.max_inbound_per_second
+        if *count <= self.limits.max_inbound_per_second {
+            Ok(())
+        } else {
+            Err(format!(
+                "it sent more than {} unasked messages within one second",
+                self.limits.max_inbound_per_second
+            ))
+        }
     }
 }
 
@@ -190,6 +225,9 @@ where
         &mut self,
         item: TxJsonRpcMessage<RoleClient>,
     ) -> impl Future<Output = Result<(), GuardError>> + Send + 'static {
+        if matches!(item, JsonRpcMessage::Request(_)) {
+            self.asked.fetch_add(1, Ordering::SeqCst);
+        }
         let waiting = self.in_flight.fetch_add(1, Ordering::SeqCst) + 1;
         let slot = InFlight(self.in_flight.clone());
         let wire = self.wire.clone();
@@ -237,14 +275,12 @@ where
             () = wire.fired() => None,
             message = self.inner.receive() => message,
         }?;
-        if self.admit() {
-            Some(message)
-        } else {
-            wire.wedge(format!(
-                "it sent more than {} messages within one second",
-                self.limits.max_inbound_per_second
-            ));
-            None
+        match self.admit(&message) {
+            Ok(()) => Some(message),
+            Err(reason) => {
+                wire.wedge(reason);
+                None
+            }
         }
     }
 
@@ -255,5 +291,132 @@ where
             Ok(Err(e)) => Err(GuardError::Transport(Box::new(e))),
             Err(_) => Ok(()),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::collections::VecDeque;
+
+    use rmcp::model::{
+        ClientRequest, NumberOrString, PingRequest, ServerJsonRpcMessage, ServerRequest,
+        ServerResult,
+    };
+
+    use super::*;
+
+    /// A transport whose server has already sent `inbound`, in order.
+    struct Scripted {
+        inbound: VecDeque<ServerJsonRpcMessage>,
+    }
+
+    impl Transport<RoleClient> for Scripted {
+        type Error = std::io::Error;
+
+        fn send(
+            &mut self,
+            _item: TxJsonRpcMessage<RoleClient>,
+        ) -> impl Future<Output = Result<(), std::io::Error>> + Send + 'static {
+            std::future::ready(Ok(()))
+        }
+
+        async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+            self.inbound.pop_front()
+        }
+
+        async fn close(&mut self) -> Result<(), std::io::Error> {
+            Ok(())
+        }
+    }
+
+    fn answer(id: i64) -> ServerJsonRpcMessage {
+        ServerJsonRpcMessage::response(ServerResult::empty(()), NumberOrString::Number(id))
+    }
+
+    fn ping(id: i64) -> ServerJsonRpcMessage {
+        ServerJsonRpcMessage::request(
+            ServerRequest::PingRequest(PingRequest::default()),
+            NumberOrString::Number(id),
+        )
+    }
+
+    fn guarded(inbound: Vec<ServerJsonRpcMessage>) -> (Guarded<Scripted>, Tripwire) {
+        let wire = Tripwire::default();
+        let inner = Scripted {
+            inbound: inbound.into(),
+        };
+        (Guarded::new(inner, Limits::stdio(), wire.clone()), wire)
+    }
+
+    /// Sends `n` requests of ours.
+    async fn ask(guarded: &mut Guarded<Scripted>, n: i64) {
+        for id in 0..n {
+            let request = TxJsonRpcMessage::<RoleClient>::request(
+                ClientRequest::PingRequest(PingRequest::default()),
+                NumberOrString::Number(id),
+            );
+            guarded.send(request).await.expect("sent");
+        }
+    }
+
+    /// Receives until the transport ends; how many messages came through.
+    async fn drain(guarded: &mut Guarded<Scripted>) -> usize {
+        let mut received = 0;
+        while guarded.receive().await.is_some() {
+            received += 1;
+        }
+        received
+    }
+
+    // A fast server answers far more than the unsolicited rate within one
+    // second: answers to our own requests are not a flood.
+    #[tokio::test(start_paused = true)]
+    async fn answers_to_our_requests_are_not_a_flood() {
+        let n = i64::from(Limits::stdio().max_inbound_per_second) * 5;
+        let (mut guarded, wire) = guarded((0..n).map(answer).collect());
+        ask(&mut guarded, n).await;
+        assert_eq!(drain(&mut guarded).await, n as usize);
+        assert_eq!(wire.wedged(), None);
+    }
+
+    // More answers than requests is a lie: the connection ends at the first
+    // answer too many, and says why.
+    #[tokio::test(start_paused = true)]
+    async fn more_answers_than_requests_wedge_the_server() {
+        let (mut guarded, wire) = guarded((0..4).map(answer).collect());
+        ask(&mut guarded, 3).await;
+        assert_eq!(drain(&mut guarded).await, 3);
+        assert_eq!(
+            wire.wedged().as_deref(),
+            Some("it sent 4 answers to 3 requests")
+        );
+        assert!(wire.is_fired());
+    }
+
+    // Requests of the server's own beyond the rate within one second are a
+    // flood, whatever answers came with them.
+    #[tokio::test(start_paused = true)]
+    async fn unasked_messages_beyond_the_rate_are_a_flood() {
+        let rate = i64::from(Limits::stdio().max_inbound_per_second);
+        let mut inbound: Vec<_> = (0..10).map(answer).collect();
+        inbound.extend((0..rate + 1).map(ping));
+        let (mut guarded, wire) = guarded(inbound);
+        ask(&mut guarded, 10).await;
+        assert_eq!(drain(&mut guarded).await, 10 + rate as usize);
+        let reason = wire.wedged().expect("wedged");
+        assert!(reason.contains("unasked messages within one second"), "{reason}");
+    }
+
+    // The rate is per second: the same number of pings spread over two
+    // seconds is no flood.
+    #[tokio::test(start_paused = true)]
+    async fn the_rate_window_moves_on() {
+        let rate = i64::from(Limits::stdio().max_inbound_per_second);
+        let (mut guarded, wire) = guarded((0..rate).map(ping).collect());
+        assert_eq!(drain(&mut guarded).await, rate as usize);
+        tokio::time::advance(Duration::from_secs(1)).await;
+        guarded.inner.inbound = (0..rate).map(ping).collect();
+        assert_eq!(drain(&mut guarded).await, rate as usize);
+        assert_eq!(wire.wedged(), None);
     }
 }
