@@ -13,6 +13,7 @@ pub mod demo;
 pub mod render;
 pub mod settings;
 mod signals;
+mod stdout;
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -36,6 +37,10 @@ pub const EXIT_FAILURE: i32 = 1;
 pub const EXIT_USAGE: i32 = 2;
 /// Exit status: interrupted (Ctrl-C).
 pub const EXIT_INTERRUPTED: i32 = 130;
+
+/// Longest the exit waits for queued output to be written (a terminal or
+/// pipe that does not read gets no more than this).
+const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Runs the command line with `args` (the program name first) and returns
 /// the exit status.
@@ -306,17 +311,23 @@ async fn run_session(
     prompt: &str,
     json: bool,
 ) -> i32 {
-    let sink = Renderer::new(json).into_sink();
+    let renderer = Renderer::new(json);
+    let stdout = renderer.stdout();
+    let sink = renderer.into_sink();
     // Signals are honoured from the start, server start-up included.
     let signals = Signals::install();
     let host = match start_host(specs, config, options, sink.clone(), &signals).await {
         Ok(host) => host,
-        Err(code) => return code,
+        Err(code) => {
+            stdout.finish(OUTPUT_DRAIN);
+            return code;
+        }
     };
     report_down_servers(&host);
     let mut agent = Agent::new(model, host, settings, sink);
     let outcome = agent.run_prompt(prompt, signals.token()).await;
     agent.into_gateway().shutdown().await;
+    stdout.finish(OUTPUT_DRAIN);
     if let Some(status) = signals.exit_status() {
         return status;
     }
@@ -447,11 +458,16 @@ async fn hooks_call(
     hook: HookPoint,
     json: bool,
 ) -> i32 {
-    let sink = Renderer::new(json).into_sink();
+    let renderer = Renderer::new(json);
+    let stdout = renderer.stdout();
+    let sink = renderer.into_sink();
     let signals = Signals::install();
     let mut host = match start_host(specs, config, options, sink, &signals).await {
         Ok(host) => host,
-        Err(code) => return code,
+        Err(code) => {
+            stdout.finish(OUTPUT_DRAIN);
+            return code;
+        }
     };
     // The hook is asked of the allowlisted servers that are up and list it;
     // with nobody to ask, the call would show nothing, so it fails.
@@ -467,6 +483,7 @@ async fn hooks_call(
             hook.tool_name()
         ));
         host.shutdown().await;
+        stdout.finish(OUTPUT_DRAIN);
         return EXIT_FAILURE;
     }
     let cancel = signals.token();
@@ -490,6 +507,8 @@ async fn hooks_call(
         Err(e) => Err(AskError::Usage(e)),
     };
     host.shutdown().await;
+    // The round's events are written before the summary.
+    stdout.finish(OUTPUT_DRAIN);
     let (code, summary) = match answered {
         Ok(summary) => (EXIT_OK, summary),
         Err(AskError::Cancelled) => (

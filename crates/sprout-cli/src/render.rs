@@ -13,12 +13,35 @@ use anstyle::{AnsiColor, Style};
 use hooks_core::{Event, Outcome, PolicyDecision};
 use indicatif::{ProgressBar, ProgressDrawTarget, ProgressStyle};
 
+use crate::stdout::{Item, Stdout};
+
 /// The spinner on screen, if any (one terminal, one spinner), so that log
 /// lines (stderr) can be written around it instead of through it.
 static SPINNER: Mutex<Option<ProgressBar>> = Mutex::new(None);
 
 fn lock_spinner() -> std::sync::MutexGuard<'static, Option<ProgressBar>> {
     SPINNER.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Clears the spinner, if one is drawn (the stdout writer, before a line).
+pub(crate) fn clear_spinner() {
+    if let Some(spinner) = lock_spinner().take() {
+        spinner.finish_and_clear();
+    }
+}
+
+/// Draws a spinner with `message` until the next line (the stdout writer).
+pub(crate) fn show_spinner(message: String) {
+    let spinner = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
+    spinner.set_style(
+        ProgressStyle::with_template("{spinner} {msg}")
+            .unwrap_or_else(|_| ProgressStyle::default_spinner()),
+    );
+    spinner.set_message(message);
+    spinner.enable_steady_tick(Duration::from_millis(100));
+    if let Some(old) = lock_spinner().replace(spinner) {
+        old.finish_and_clear();
+    }
 }
 
 /// Writes log output to stderr with the spinner, if one is drawn, hidden
@@ -106,11 +129,13 @@ impl Line {
     }
 }
 
-/// Where events go.
+/// Where events go: formatted on the caller's task, written by the
+/// [`Stdout`] thread.
 pub struct Renderer {
     json: bool,
     color: bool,
     terminal: bool,
+    out: Stdout,
 }
 
 impl std::fmt::Debug for Renderer {
@@ -130,7 +155,13 @@ impl Renderer {
             json,
             color: terminal && !json && std::env::var_os("NO_COLOR").is_none(),
             terminal: terminal && !json,
+            out: Stdout::start(),
         }
+    }
+
+    /// The writer this renderer writes through, to finish it at exit.
+    pub(crate) fn stdout(&self) -> Stdout {
+        self.out.clone()
     }
 
     /// A sink for the loop that renders through this renderer.
@@ -141,39 +172,12 @@ impl Renderer {
         })
     }
 
-    /// The line's text, with colour if this renderer paints.
-    fn render(&self, line: &Line) -> String {
-        let mut text = String::new();
-        for (style, piece) in &line.0 {
-            match style {
-                Some(style) if self.color => text.push_str(&format!(
-                    "{}{piece}{}",
-                    style.render(),
-                    style.render_reset()
-                )),
-                _ => text.push_str(piece),
-            }
-        }
-        text
-    }
-
-    fn line(&mut self, line: Line) {
-        if let Some(spinner) = lock_spinner().take() {
-            spinner.finish_and_clear();
-        }
-        let text = self.render(&line);
-        let mut out = std::io::stdout().lock();
-        let _ = writeln!(out, "{text}");
-        let _ = out.flush();
-    }
-
     /// Shows one event.
     pub fn show(&mut self, event: &AgentEvent) {
         if self.json {
-            if let Some(text) = json_line(event) {
-                let mut out = std::io::stdout().lock();
-                let _ = writeln!(out, "{text}");
-                let _ = out.flush();
+            if let Some(mut text) = json_line(event) {
+                text.push('\n');
+                self.out.push(Item::Text(text));
             }
             return;
         }
@@ -184,23 +188,34 @@ impl Renderer {
         } = event
         {
             if self.terminal {
-                let spinner = ProgressBar::with_draw_target(None, ProgressDrawTarget::stdout());
-                spinner.set_style(
-                    ProgressStyle::with_template("{spinner} {msg}")
-                        .unwrap_or_else(|_| ProgressStyle::default_spinner()),
-                );
-                spinner.set_message(format!(
+                self.out.push(Item::Spinner(format!(
                     "model is working (round {round}, ~{estimated_tokens} tokens in)"
-                ));
-                spinner.enable_steady_tick(Duration::from_millis(100));
-                *lock_spinner() = Some(spinner);
+                )));
             }
             return;
         }
         if let Some(line) = human_line(event) {
-            self.line(line);
+            let mut text = paint(&line, self.color);
+            text.push('\n');
+            self.out.push(Item::Text(text));
         }
     }
+}
+
+/// The line's text, with colour if `color`.
+fn paint(line: &Line, color: bool) -> String {
+    let mut text = String::new();
+    for (style, piece) in &line.0 {
+        match style {
+            Some(style) if color => text.push_str(&format!(
+                "{}{piece}{}",
+                style.render(),
+                style.render_reset()
+            )),
+            _ => text.push_str(piece),
+        }
+    }
+    text
 }
 
 /// An event as one JSON Lines record; serde_json escapes control characters
@@ -468,17 +483,9 @@ mod tests {
         assert_eq!(&*printable_bytes(b"\xff\x1b"), "\u{fffd}\\u{1b}".as_bytes());
     }
 
-    fn renderer(color: bool) -> Renderer {
-        Renderer {
-            json: false,
-            color,
-            terminal: false,
-        }
-    }
-
     fn shown(event: &AgentEvent, color: bool) -> String {
         let line = human_line(event).expect("the event is shown");
-        renderer(color).render(&line)
+        paint(&line, color)
     }
 
     // Text from outside reaches the human output escaped, piped or on a

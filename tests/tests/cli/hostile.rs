@@ -470,3 +470,35 @@ fn an_http_ping_flood_is_bounded_too() {
     assert!(shown.matches("not reading").count() <= 3, "{shown}");
     assert!(took < Duration::from_secs(30), "took {took:?}");
 }
+
+// A reader that never reads sprout's stdout cannot hold the exit: the
+// output is written by a thread of its own behind a bounded queue, and the
+// exit waits at most a fixed bound for it. Before, `sprout run` blocked in
+// `write` on the full pipe for ever. The model's answer here (4 MB of text)
+// is far more than a pipe holds.
+#[test]
+fn a_stdout_nobody_reads_does_not_hold_the_exit() {
+    let scratch = Scratch::new("cli-unread-stdout");
+    let script = scratch.path("script.jsonl");
+    let turn = json!({"text": "x".repeat(4 << 20), "stop": "end_turn"});
+    std::fs::write(&script, format!("{turn}\n")).unwrap();
+    for json_output in [false, true] {
+        let mut args = vec!["run", "hello", "--script", script.as_str()];
+        if json_output {
+            args.push("--json");
+        }
+        let mut child = sprout_command(&args, &[("SPROUT_AGENT_PROVIDER", "script")], &scratch.0)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        // Hold the read end open and never read it.
+        let unread = child.stdout.take();
+        let bound = Duration::from_secs(30);
+        let (status, took, _) = wait_bounded(&mut child, bound).unwrap_or_else(|| {
+            panic!("sprout {args:?} did not exit within {bound:?} with an unread stdout")
+        });
+        assert_eq!(status.code(), Some(0), "json={json_output} took {took:?}");
+        drop(unread);
+    }
+}

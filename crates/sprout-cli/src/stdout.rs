@@ -1,0 +1,397 @@
+//! The one writer of `sprout run`'s standard output: a thread of its own
+//! behind a bounded queue, so the loop never waits on a slow terminal or a
+//! pipe nobody reads beyond a bound.
+//!
+//! The loop's sink formats each event into a line (cheap, on the loop's own
+//! task) and queues it; the writer thread takes everything that is queued at
+//! once, writes it through one buffer and flushes once, so a burst of events
+//! costs one `write` however many lines it holds. The spinner lives on that
+//! thread too, so it is always cleared before the line that replaces it.
+//!
+//! The queue holds at most [`MAX_QUEUED_BYTES`]. A line that finds it full
+//! waits up to [`STALL_BOUND`] for room; if none comes, the output counts as
+//! stalled and further lines are dropped at once (counted, and said on
+//! stderr when the writer catches up or at exit) until the queue has drained
+//! to half. A pipe that is closed (EPIPE) ends the writing quietly; the
+//! agent goes on and its exit status still tells how the prompt ended.
+//!
+//! Not here: what a line says (`render`), and ACP's stdout, which has its own
+//! batching writer (`acp::framing`).
+
+use std::collections::VecDeque;
+use std::io::Write;
+use std::sync::{Arc, Condvar, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+/// Most bytes of output waiting to be written.
+pub(crate) const MAX_QUEUED_BYTES: usize = 1 << 20;
+
+/// Longest a line waits for room in a full queue before the output is taken
+/// as stalled.
+pub(crate) const STALL_BOUND: Duration = Duration::from_secs(2);
+
+/// What the writer thread is asked to do, in order.
+pub(crate) enum Item {
+    /// Write this text (a whole line or more, newline included), clearing
+    /// the spinner first.
+    Text(String),
+    /// Show a spinner with this message until the next text.
+    Spinner(String),
+}
+
+impl Item {
+    fn bytes(&self) -> usize {
+        match self {
+            Item::Text(text) => text.len(),
+            Item::Spinner(_) => 0,
+        }
+    }
+}
+
+#[derive(Default)]
+struct State {
+    queue: VecDeque<Item>,
+    /// Invariant: the sum of `Item::bytes` over `queue`.
+    queued_bytes: usize,
+    /// Lines dropped since the output stalled, not yet reported.
+    dropped: u64,
+    /// Set when a line found no room within [`STALL_BOUND`]; cleared once
+    /// the queue has drained to half.
+    stalled: bool,
+    /// No more items come; the thread writes what is queued and ends.
+    closed: bool,
+    /// The thread has written everything and ended.
+    done: bool,
+}
+
+struct Shared {
+    state: Mutex<State>,
+    /// Signalled when items are queued, room is made, or the thread ends.
+    changed: Condvar,
+    /// Most bytes queued at once ([`MAX_QUEUED_BYTES`] but in tests).
+    max_bytes: usize,
+    /// How long a line waits for room ([`STALL_BOUND`] but in tests).
+    stall: Duration,
+}
+
+impl Shared {
+    fn lock(&self) -> MutexGuard<'_, State> {
+        self.state.lock().unwrap_or_else(|e| e.into_inner())
+    }
+}
+
+/// The handle to the writer thread. Cloning shares it.
+#[derive(Clone)]
+pub(crate) struct Stdout {
+    shared: Arc<Shared>,
+}
+
+impl std::fmt::Debug for Stdout {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Stdout").finish_non_exhaustive()
+    }
+}
+
+impl Stdout {
+    /// Starts the writer thread on the process's standard output.
+    pub(crate) fn start() -> Stdout {
+        Stdout::start_on(std::io::stdout(), MAX_QUEUED_BYTES, STALL_BOUND)
+    }
+
+    /// Starts the writer thread on `out`.
+    fn start_on(out: impl Write + Send + 'static, max_bytes: usize, stall: Duration) -> Stdout {
+        let shared = Arc::new(Shared {
+            state: Mutex::new(State::default()),
+            changed: Condvar::new(),
+            max_bytes,
+            stall,
+        });
+        let thread = shared.clone();
+        let spawned = std::thread::Builder::new()
+            .name("sprout-stdout".into())
+            .spawn(move || write_loop(&thread, out));
+        if spawned.is_err() {
+            // No thread: nothing will be written; the agent still runs.
+            let mut state = shared.lock();
+            state.closed = true;
+            state.done = true;
+        }
+        Stdout { shared }
+    }
+
+    /// Queues `item`, waiting at most [`STALL_BOUND`] for room.
+    pub(crate) fn push(&self, item: Item) {
+        let (max_bytes, stall) = (self.shared.max_bytes, self.shared.stall);
+        let size = item.bytes();
+        let mut state = self.shared.lock();
+        if state.closed {
+            return;
+        }
+        if state.stalled {
+            state.dropped += 1;
+            return;
+        }
+        let until = Instant::now() + stall;
+        // A line larger than the whole queue still goes in when the queue
+        // is empty, so nothing is dropped only for being long.
+        while state.queued_bytes > 0 && state.queued_bytes + size > max_bytes {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                state.stalled = true;
+                state.dropped += 1;
+                return;
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+            if state.closed {
+                return;
+            }
+        }
+        state.queued_bytes += size;
+        state.queue.push_back(item);
+        drop(state);
+        self.shared.changed.notify_all();
+    }
+
+    /// Lets the thread write what is queued and waits for it, at most
+    /// `bound`; later items are not written. Returns whether everything was.
+    pub(crate) fn finish(&self, bound: Duration) -> bool {
+        let mut state = self.shared.lock();
+        state.closed = true;
+        self.shared.changed.notify_all();
+        let until = Instant::now() + bound;
+        while !state.done {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+}
+
+/// The thread: takes every queued item at once, writes them through one
+/// buffer, flushes once.
+fn write_loop(shared: &Shared, out: impl Write) {
+    let mut out = std::io::BufWriter::with_capacity(64 * 1024, out);
+    let mut broken = false;
+    loop {
+        let (batch, dropped, closed) = {
+            let mut state = shared.lock();
+            while state.queue.is_empty() && !state.closed {
+                state = shared
+                    .changed
+                    .wait(state)
+                    .unwrap_or_else(|e| e.into_inner());
+            }
+            let batch = std::mem::take(&mut state.queue);
+            state.queued_bytes = 0;
+            // The last write returned: the output moves again, so lines
+            // queue again (and wait again, at most the bound, if it stops).
+            state.stalled = false;
+            let dropped = std::mem::take(&mut state.dropped);
+            (batch, dropped, state.closed)
+        };
+        shared.changed.notify_all();
+        if dropped > 0 {
+            report_dropped(dropped, shared.stall);
+        }
+        for item in batch {
+            match item {
+                Item::Text(text) => {
+                    crate::render::clear_spinner();
+                    if !broken && out.write_all(text.as_bytes()).is_err() {
+                        broken = true;
+                    }
+                }
+                Item::Spinner(message) => {
+                    // Whatever is buffered goes out before the spinner draws.
+                    if !broken && out.flush().is_err() {
+                        broken = true;
+                    }
+                    if !broken {
+                        crate::render::show_spinner(message);
+                    }
+                }
+            }
+        }
+        if !broken && out.flush().is_err() {
+            broken = true;
+        }
+        if closed && shared.lock().queue.is_empty() {
+            break;
+        }
+    }
+    crate::render::clear_spinner();
+    let dropped = std::mem::take(&mut shared.lock().dropped);
+    if dropped > 0 {
+        report_dropped(dropped, shared.stall);
+    }
+    shared.lock().done = true;
+    shared.changed.notify_all();
+}
+
+fn report_dropped(dropped: u64, stall: Duration) {
+    let _ = writeln!(
+        std::io::stderr(),
+        "sprout: {dropped} line(s) of output were not shown: standard output was not read for {} ms",
+        stall.as_millis()
+    );
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+    use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+    use super::*;
+
+    /// An output that records its bytes and counts its `write` calls, and can be
+    /// held shut (a reader that does not read).
+    #[derive(Clone, Default)]
+    struct Recorder {
+        bytes: Arc<Mutex<Vec<u8>>>,
+        writes: Arc<AtomicUsize>,
+        held: Arc<AtomicBool>,
+    }
+
+    impl Write for Recorder {
+        fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+            while self.held.load(Ordering::SeqCst) {
+                std::thread::park_timeout(Duration::from_millis(5));
+            }
+            self.writes.fetch_add(1, Ordering::SeqCst);
+            self.bytes.lock().unwrap().extend_from_slice(buf);
+            Ok(buf.len())
+        }
+
+        fn flush(&mut self) -> io::Result<()> {
+            Ok(())
+        }
+    }
+
+    fn text(s: &str) -> Item {
+        Item::Text(s.to_owned())
+    }
+
+    /// Waits, with a bound, until the writer has taken everything queued.
+    fn taken(stdout: &Stdout) {
+        let begun = Instant::now();
+        while !stdout.shared.lock().queue.is_empty() {
+            assert!(
+                begun.elapsed() < Duration::from_secs(10),
+                "the writer never took the queue"
+            );
+            std::thread::yield_now();
+        }
+    }
+
+    // Every line arrives, in order, and a burst queued while the writer was
+    // busy costs one write, not one per line.
+    #[test]
+    fn lines_arrive_in_order_and_a_burst_is_one_write() {
+        let out = Recorder::default();
+        out.held.store(true, Ordering::SeqCst);
+        let stdout = Stdout::start_on(out.clone(), MAX_QUEUED_BYTES, STALL_BOUND);
+        stdout.push(text("first\n"));
+        // The writer takes the first line and blocks on the held output, so
+        // the next hundred queue up behind it.
+        taken(&stdout);
+        for i in 0..100 {
+            stdout.push(text(&format!("line {i}\n")));
+        }
+        out.held.store(false, Ordering::SeqCst);
+        assert!(stdout.finish(Duration::from_secs(10)));
+        let written = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
+        let expected: String = std::iter::once("first\n".to_owned())
+            .chain((0..100).map(|i| format!("line {i}\n")))
+            .collect();
+        assert_eq!(written, expected);
+        // The first line in one write; the hundred behind it in one more.
+        assert_eq!(out.writes.load(Ordering::SeqCst), 2);
+    }
+
+    // A reader that never reads holds the pusher for at most the stall
+    // bound, once; after that lines are dropped at once and counted, and
+    // finishing returns within its own bound.
+    #[test]
+    fn a_stalled_output_costs_one_bound_then_nothing() {
+        let out = Recorder::default();
+        out.held.store(true, Ordering::SeqCst);
+        let stall = Duration::from_millis(200);
+        let stdout = Stdout::start_on(out.clone(), 64, stall);
+        stdout.push(text("taken by the writer, which then blocks\n"));
+        taken(&stdout);
+        stdout.push(text(&"a".repeat(60)));
+        let waited = Instant::now();
+        stdout.push(text(&"b".repeat(60)));
+        assert!(waited.elapsed() >= stall, "a full queue waits for room");
+        assert!(stdout.shared.lock().stalled);
+        let dropped_at = Instant::now();
+        for _ in 0..1000 {
+            stdout.push(text("c\n"));
+        }
+        // No wait once stalled: a thousand lines in far less than one bound.
+        assert!(dropped_at.elapsed() < stall);
+        assert_eq!(stdout.shared.lock().dropped, 1001);
+        assert!(!stdout.finish(Duration::from_millis(50)));
+        out.held.store(false, Ordering::SeqCst);
+    }
+
+    // Once the reader reads again the stall ends: what was queued and what
+    // comes after is written, what was dropped is not.
+    #[test]
+    fn a_stall_ends_when_the_reader_reads_again() {
+        let out = Recorder::default();
+        out.held.store(true, Ordering::SeqCst);
+        let stall = Duration::from_millis(100);
+        let stdout = Stdout::start_on(out.clone(), 64, stall);
+        stdout.push(text("one\n"));
+        taken(&stdout);
+        stdout.push(text(&format!("{}\n", "q".repeat(59))));
+        stdout.push(text("dropped\n"));
+        assert!(stdout.shared.lock().stalled);
+        out.held.store(false, Ordering::SeqCst);
+        let begun = Instant::now();
+        while stdout.shared.lock().stalled {
+            assert!(
+                begun.elapsed() < Duration::from_secs(10),
+                "the stall never ended"
+            );
+            std::thread::yield_now();
+        }
+        stdout.push(text("shown\n"));
+        assert!(stdout.finish(Duration::from_secs(10)));
+        let written = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
+        assert_eq!(written, format!("one\n{}\nshown\n", "q".repeat(59)));
+    }
+
+    // A closed pipe ends the writing; pushing and finishing still return.
+    #[test]
+    fn a_closed_pipe_is_not_an_error() {
+        struct Closed;
+        impl Write for Closed {
+            fn write(&mut self, _: &[u8]) -> io::Result<usize> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+            fn flush(&mut self) -> io::Result<()> {
+                Err(io::ErrorKind::BrokenPipe.into())
+            }
+        }
+        let stdout = Stdout::start_on(Closed, 64, Duration::from_millis(100));
+        for i in 0..100 {
+            stdout.push(text(&format!("{i}\n")));
+        }
+        assert!(stdout.finish(Duration::from_secs(10)));
+    }
+}
