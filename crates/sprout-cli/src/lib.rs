@@ -60,8 +60,11 @@ pub fn main_with(args: Vec<OsString>) -> i32 {
         }
     };
     init_logging();
-    let runtime = match tokio::runtime::Builder::new_multi_thread()
-        .worker_threads(2)
+    // One thread: the agent's work is IO, handed from task to task (model,
+    // servers, client); on one thread a hand-off is a queue push, not a
+    // futex wake-up of another worker. Blocking work has threads of its
+    // own (the stdout writer, the blocking pool).
+    let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {

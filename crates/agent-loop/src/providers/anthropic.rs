@@ -48,7 +48,7 @@ impl Anthropic {
     /// A client for `model`.
     pub fn new(base_url: &str, api_key: String, model: &str, settings: HttpSettings) -> Anthropic {
         Anthropic {
-            client: reqwest::Client::new(),
+            client: super::http::client(base_url),
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
             model: model.to_owned(),

@@ -145,6 +145,26 @@ async fn attempt_once(
     (Ok(bytes), None)
 }
 
+/// The HTTP client for an endpoint at `base_url`. A plain `http://`
+/// endpoint (a model server on this machine or the LAN) gets a client
+/// without the platform's TLS roots: loading and parsing that store costs
+/// milliseconds at every start, for a connection that never does TLS. Any
+/// other URL gets the platform's verifier.
+pub(crate) fn client(base_url: &str) -> reqwest::Client {
+    let plain = base_url
+        .get(..7)
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"));
+    let builder = reqwest::Client::builder();
+    let builder = if plain {
+        builder.tls_certs_only([])
+    } else {
+        builder
+    };
+    // Building fails only without a usable TLS backend, which the default
+    // client would meet the same way.
+    builder.build().unwrap_or_default()
+}
+
 /// The wait a response asks for: `retry-after-ms` (a number of milliseconds,
 /// possibly fractional), or `Retry-After` as whole seconds or as an HTTP date
 /// (a date in the past asks for no wait). `now` reads the date form.

@@ -49,7 +49,7 @@ impl OpenAiCompat {
         settings: HttpSettings,
     ) -> OpenAiCompat {
         OpenAiCompat {
-            client: reqwest::Client::new(),
+            client: super::http::client(base_url),
             base_url: base_url.trim_end_matches('/').to_owned(),
             api_key,
             model: model.to_owned(),

@@ -47,10 +47,16 @@ pub(crate) fn stdio(
     tokio::task::JoinHandle<()>,
 ) {
     let (tx, rx) = mpsc::channel::<String>(OUTGOING_QUEUE);
-    let writer = tokio::spawn(write_lines(tokio::io::stdout(), rx));
+    // When stdin and stdout are pipes (an editor spawned us), rmcp reopens
+    // them as non-blocking pipes of our own, read and written by the
+    // runtime's IO driver; tokio's own stdio would hand every read and write
+    // to a blocking thread and back. A terminal or a file falls back to
+    // tokio's stdio.
+    let (stdin, stdout) = rmcp::transport::stdio_pipes();
+    let writer = tokio::spawn(write_lines(stdout, rx));
     let outgoing = PollSender::new(tx.clone())
         .sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout is closed"));
-    let incoming = read_frames(tokio::io::stdin(), max_frame, tx);
+    let incoming = read_frames(stdin, max_frame, tx);
     (outgoing, incoming, writer)
 }
 

@@ -612,7 +612,7 @@ fn core_rate(run_for: Duration) -> f64 {
     decisions as f64 / started.elapsed().as_secs_f64()
 }
 
-#[tokio::main]
+#[tokio::main(flavor = "current_thread")]
 async fn main() {
     let mut args = match parse_args() {
         Ok(args) => args,
