@@ -5,9 +5,9 @@
 //! - [`settings`]: validated settings, and the exit-2 messages for bad ones.
 //! - [`render`]: the event stream for a person, or as JSON Lines.
 //! - [`demo`]: the offline demo's script and settings.
-//! - [`acp`]: `sprout acp`, the Agent Client Protocol agent.
+//! - `acp`: `sprout acp`, the Agent Client Protocol agent.
 
-pub mod acp;
+mod acp;
 pub mod cli;
 pub mod demo;
 pub mod render;
@@ -193,7 +193,7 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
             let signals = Signals::install();
             Ok(match acp::serve(config, signals.token().clone()).await {
                 Ok(()) => signals.exit_status().unwrap_or(EXIT_OK),
-                Err(e) => fail(&e),
+                Err(e) => fail(&e.to_string()),
             })
         }
         Command::Hooks {
