@@ -53,8 +53,8 @@ pub(crate) enum SessionError {
     #[error("cwd {0:?} is not an absolute path to an existing directory")]
     BadCwd(String),
     /// The `.mcp.json` of the session's `cwd`.
-    #[error("{0}")]
-    Config(ConfigProblem),
+    #[error(transparent)]
+    Config(#[from] ConfigProblem),
     /// A client's server with a name ours already has.
     #[error("MCP server {0} is configured by sprout already")]
     Configured(ServerName),
@@ -196,7 +196,7 @@ impl Sessions {
         }
         let mut specs = match &self.config.servers {
             Some(specs) => specs.clone(),
-            None => crate::settings::servers_in(cwd).map_err(SessionError::Config)?,
+            None => crate::settings::servers_in(cwd)?,
         };
         for spec in client_servers(&request.mcp_servers, cwd)? {
             if specs.iter().any(|s| s.name == spec.name) {
