@@ -72,7 +72,7 @@ pub(crate) enum SessionError {
         /// Its URL, credentials redacted.
         shown: String,
         /// What is wrong with it.
-        why: String,
+        why: hooks_mcp::UrlError,
     },
     /// A client's server over the old SSE transport.
     #[error("MCP server {0}: the SSE transport is not supported; use Streamable HTTP")]
