@@ -193,7 +193,7 @@ pub(crate) struct ModelArgs {
     )]
     pub(crate) provider: String,
     /// OpenAI-compatible base URL (Ollama: http://localhost:11434/v1).
-    #[arg(long, env = "OPENAI_COMPAT_BASE_URL", value_name = "URL", default_value = agent_loop::providers::openai::DEFAULT_BASE_URL)]
+    #[arg(long, env = "OPENAI_COMPAT_BASE_URL", value_name = "URL", default_value = agent_loop::providers::OpenAiCompat::DEFAULT_BASE_URL)]
     pub(crate) openai_base_url: String,
     /// OpenAI-compatible API key (optional for local servers).
     #[arg(
@@ -226,7 +226,7 @@ pub(crate) struct ModelArgs {
     #[arg(long, env = "ANTHROPIC_MODEL", value_name = "MODEL")]
     pub(crate) anthropic_model: Option<String>,
     /// Anthropic base URL.
-    #[arg(long, env = "ANTHROPIC_BASE_URL", value_name = "URL", default_value = agent_loop::providers::anthropic::DEFAULT_BASE_URL)]
+    #[arg(long, env = "ANTHROPIC_BASE_URL", value_name = "URL", default_value = agent_loop::providers::Anthropic::DEFAULT_BASE_URL)]
     pub(crate) anthropic_base_url: String,
     /// The script of model turns (JSON Lines) for `--provider script`.
     #[arg(long, env = "SPROUT_AGENT_SCRIPT", value_name = "FILE")]

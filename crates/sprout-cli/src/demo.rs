@@ -8,7 +8,7 @@
 //! nobody objects.
 
 use agent_loop::AgentSettings;
-use agent_loop::compaction::CompactionSettings;
+use agent_loop::CompactionSettings;
 use hooks_core::{HookConfig, ServerName};
 use hooks_mcp::{HostOptions, ServerSpec};
 

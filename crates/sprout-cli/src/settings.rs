@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_loop::compaction::CompactionSettings;
+use agent_loop::CompactionSettings;
 use agent_loop::providers::{Anthropic, HttpSettings, OpenAiCompat, ScriptModel};
 use agent_loop::{AgentSettings, Model, ModelError, ToolSettings};
 use clap::ArgMatches;
@@ -114,7 +114,7 @@ pub(crate) enum ConfigProblem {
         /// The URL.
         url: String,
         /// What is wrong with it.
-        why: String,
+        why: agent_loop::providers::BaseUrlError,
     },
     /// An API key with a control character; the key itself is never shown.
     #[error(
