@@ -14,7 +14,7 @@
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use agent_loop::gateway::parse_arguments;
+use agent_loop::parse_arguments;
 use agent_loop::{
     Agent, AgentEvent, AgentSettings, Gateway, Model, ModelError, ModelRequest, ModelResponse,
     ToolCall, ToolDef, ToolOutput, ToolReport, ToolSettings,

@@ -10,7 +10,7 @@
 use std::sync::Arc;
 use std::time::Instant;
 
-use hooks_core::{AbortReason, AskError, EndReason, Injection, TurnVerdict};
+use hooks_core::{AbortReason, AskError, EndReason, Injection, TurnVerdict, UsageError};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{self, CompactionSettings, UsageAnchor};
@@ -161,8 +161,9 @@ impl<G: Gateway> Agent<G> {
                 Ok(Step::Cancelled) => {
                     return self.abort(AbortReason::Cancelled, None, last_text, rounds);
                 }
-                Err(detail) => {
-                    return self.abort(AbortReason::Failed, Some(detail), last_text, rounds);
+                Err(e) => {
+                    let detail = Some(format!("hook policy error: {e}"));
+                    return self.abort(AbortReason::Failed, detail, last_text, rounds);
                 }
             }
             rounds += 1;
@@ -302,13 +303,14 @@ impl<G: Gateway> Agent<G> {
 
     /// Compacts when the next request would pass the threshold: a summary
     /// handoff, or truncation when that fails or the handoff cap is reached;
-    /// then the `_PostCompact` round \[P1\]-\[P3\]. `Err` only for a policy error.
+    /// then the `_PostCompact` round \[P1\]-\[P3\]. `Err` only when the policy
+    /// refuses the question (a bug of the loop, or of a gateway).
     async fn compact_if_needed(
         &mut self,
         original: &str,
         prompt: &str,
         cancel: &CancellationToken,
-    ) -> Result<Step<()>, String> {
+    ) -> Result<Step<()>, UsageError> {
         let settings = self.settings.compaction.clone();
         let estimate =
             compaction::estimate_tokens(&self.settings.system_prompt, &self.history, self.anchor);
@@ -392,7 +394,7 @@ impl<G: Gateway> Agent<G> {
             Ok(injections) => injections,
             // The compaction stands; the prompt ended during its round.
             Err(AskError::Cancelled) => Vec::new(),
-            Err(AskError::Usage(e)) => return Err(format!("hook policy error: {e}")),
+            Err(AskError::Usage(e)) => return Err(e),
         };
         self.history = fresh(&self.history, &injections);
         self.anchor = None;

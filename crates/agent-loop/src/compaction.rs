@@ -42,7 +42,7 @@ const BYTES_PER_TOKEN: u64 = 4;
 /// The last size the provider reported: the first `messages` messages of the
 /// history came to `tokens` (its input plus its own answer).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct UsageAnchor {
+pub(crate) struct UsageAnchor {
     /// How many history messages the report covers.
     pub messages: usize,
     /// Their size in tokens.
@@ -52,7 +52,11 @@ pub struct UsageAnchor {
 /// The estimated input size of the next request, in tokens: the provider's
 /// last report plus an estimate of what was added since, or a byte estimate of
 /// everything before the first report.
-pub fn estimate_tokens(system: &str, history: &[Message], anchor: Option<UsageAnchor>) -> u64 {
+pub(crate) fn estimate_tokens(
+    system: &str,
+    history: &[Message],
+    anchor: Option<UsageAnchor>,
+) -> u64 {
     // Saturating throughout: the anchor's tokens are the provider's numbers,
     // which may be anything up to u64::MAX.
     let bytes = |messages: &[Message]| {
@@ -74,7 +78,7 @@ pub fn estimate_tokens(system: &str, history: &[Message], anchor: Option<UsageAn
 /// most `budget` tokens: the index of the first kept message. The cut never
 /// falls on a tool result, so no call is parted from its result; it may be
 /// `history.len()` (nothing kept).
-pub fn truncation_cut(history: &[Message], budget: u64) -> usize {
+pub(crate) fn truncation_cut(history: &[Message], budget: u64) -> usize {
     let mut kept: u64 = 0;
     let mut cut = history.len();
     for (i, message) in history.iter().enumerate().rev() {
@@ -91,21 +95,21 @@ pub fn truncation_cut(history: &[Message], budget: u64) -> usize {
 }
 
 /// The request that asks the model for a summary of `history`.
-pub fn summary_request(history: &[Message]) -> Vec<Message> {
+pub(crate) fn summary_request(history: &[Message]) -> Vec<Message> {
     let mut messages = history.to_vec();
     messages.push(Message::user(SUMMARY_PROMPT));
     messages
 }
 
 /// What the summary request asks.
-pub const SUMMARY_PROMPT: &str = "The conversation is about to be compacted to fit the context window. \
+pub(crate) const SUMMARY_PROMPT: &str = "The conversation is about to be compacted to fit the context window. \
 Write a summary that lets you continue the work from it alone: the task, what has been done, what was \
 learned (files, commands, results), what remains, and any commitments made. Answer with the summary only.";
 
 /// The fresh history after a summary handoff \[P2\]: one user message with the
 /// summary and the original task, the `_PostCompact` pairs, then the current
 /// prompt.
-pub fn fresh_after_summary(
+pub(crate) fn fresh_after_summary(
     summary: &str,
     original_task: &str,
     injections: &[Injection],
@@ -123,7 +127,7 @@ pub fn fresh_after_summary(
 
 /// The fresh history after truncation: a preamble with the original task and
 /// the current prompt, the kept tail, then the `_PostCompact` pairs \[P1\].
-pub fn fresh_after_truncation(
+pub(crate) fn fresh_after_truncation(
     history: &[Message],
     cut: usize,
     original_task: &str,

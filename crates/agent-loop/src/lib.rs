@@ -1,17 +1,22 @@
 //! `agent-loop`: the tool-calling model loop with the hook points wired in.
 //!
-//! - [`model`]: the [`Model`] trait at the boundary; [`providers`] behind it
+//! The modules are private; what is public is re-exported here:
+//!
+//! - The model: the [`Model`] trait at the boundary ([`ModelRequest`],
+//!   [`ModelResponse`], [`ModelError`]); [`providers`] behind it
 //!   (OpenAI-compatible Chat Completions, Anthropic Messages, a scripted JSON
 //!   Lines model).
-//! - [`gateway`]: the [`Gateway`] trait to tools and hooks, and the plain
-//!   data that crosses it; implemented for `hooks_mcp::Host` by the `mcp`
-//!   feature (on by default). Without it the crate does not depend on MCP:
-//!   bring your own gateway (`examples/custom_gateway.rs`).
-//! - [`agent`]: [`Agent::run_prompt`], the loop itself.
-//! - [`compaction`]: pure decisions: when to compact, where to cut, the fresh
-//!   history \[P2\].
-//! - [`message`]: the provider-neutral history and the hook pairs \[I1\].
-//! - [`event`]: the one event stream \[O1\], \[O2\].
+//! - The gateway: the [`Gateway`] trait to tools and hooks, and the plain
+//!   data that crosses it ([`ToolDef`], [`ToolOutput`], [`parse_arguments`]);
+//!   implemented for `hooks_mcp::Host` by the `mcp` feature (on by default).
+//!   Without it the crate does not depend on MCP: bring your own gateway
+//!   (`examples/custom_gateway.rs`).
+//! - The loop: [`Agent::run_prompt`], with [`AgentSettings`] and
+//!   [`CompactionSettings`] (when to compact, where to cut, the fresh
+//!   history \[P2\]).
+//! - The history: [`Message`], the hook pairs ([`injection_pair`]) \[I1\],
+//!   and the pairing rule every request keeps ([`check_pairing`]).
+//! - The one event stream: [`AgentEvent`] into a [`Sink`] \[O1\], \[O2\].
 //!
 //! The loop decides nothing about hooks itself: whether to stop, continue or
 //! inject comes from `hooks-core` through the gateway.
@@ -19,20 +24,24 @@
 // Every public item says what it is for: this crate is used on its own.
 #![deny(missing_docs)]
 
-pub mod agent;
-pub mod compaction;
-pub mod event;
-pub mod gateway;
+mod agent;
+mod compaction;
+mod event;
+mod gateway;
 #[cfg(feature = "mcp")]
 mod mcp;
-pub mod message;
-pub mod model;
+mod message;
+mod model;
 pub mod providers;
 
-pub use agent::{Agent, AgentSettings, PromptOutcome};
+pub use agent::{Agent, AgentSettings, DEFAULT_SYSTEM_PROMPT, PromptOutcome};
+pub use compaction::CompactionSettings;
 pub use event::{AgentEvent, Sink};
-pub use gateway::{Gateway, ToolDef, ToolOutput, ToolReport, ToolSettings};
+pub use gateway::{
+    Gateway, JsonObject, ToolDef, ToolOutput, ToolReport, ToolSettings, cancelled_output,
+    parse_arguments,
+};
 #[cfg(feature = "mcp")]
 pub use mcp::hook_sink;
-pub use message::{Message, ToolCall};
+pub use message::{Message, PairingError, ToolCall, check_pairing, injection_pair};
 pub use model::{Model, ModelError, ModelRequest, ModelResponse, Usage};

@@ -97,18 +97,30 @@ pub fn injection_pair(injection: &Injection) -> [Message; 2] {
     ]
 }
 
+/// How a history breaks the pairing rule \[I1\]: each names the call id.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum PairingError {
+    /// A call was still open when the next assistant message came.
+    #[error("tool call {0} has no result before the next assistant message")]
+    OpenAtAssistant(String),
+    /// A result for a call that is not open.
+    #[error("tool result {0} answers no open call")]
+    Orphan(String),
+    /// A call still open at the end of the history.
+    #[error("tool call {0} has no result")]
+    Open(String),
+}
+
 /// Checks that every tool call in `messages` has exactly one result, after
 /// it and before the next assistant message, and that no result is an
 /// orphan. `Err` names the first offending call id.
-pub fn check_pairing(messages: &[Message]) -> Result<(), String> {
+pub fn check_pairing(messages: &[Message]) -> Result<(), PairingError> {
     let mut open: Vec<&str> = Vec::new();
     for message in messages {
         match message {
             Message::Assistant { tool_calls, .. } => {
                 if let Some(id) = open.first() {
-                    return Err(format!(
-                        "tool call {id} has no result before the next assistant message"
-                    ));
+                    return Err(PairingError::OpenAtAssistant((*id).to_owned()));
                 }
                 open = tool_calls.iter().map(|c| c.id.as_str()).collect();
             }
@@ -116,13 +128,13 @@ pub fn check_pairing(messages: &[Message]) -> Result<(), String> {
                 Some(i) => {
                     open.remove(i);
                 }
-                None => return Err(format!("tool result {call_id} answers no open call")),
+                None => return Err(PairingError::Orphan(call_id.clone())),
             },
             Message::User { .. } => {}
         }
     }
     match open.first() {
-        Some(id) => Err(format!("tool call {id} has no result")),
+        Some(id) => Err(PairingError::Open((*id).to_owned())),
         None => Ok(()),
     }
 }

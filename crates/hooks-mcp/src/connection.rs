@@ -123,6 +123,35 @@ pub enum StartError {
     },
 }
 
+/// Why a live server's session ended, as its watcher saw it: what the host
+/// reports and the core is told \[T4\].
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum Ended {
+    /// The server closed the connection.
+    #[error("its connection closed")]
+    Closed,
+    /// We shut it down.
+    #[error("it was shut down")]
+    ShutDown,
+    /// The session ended for another reason.
+    #[error("its session ended")]
+    Otherwise,
+    /// rmcp's session task panicked or was cancelled.
+    #[error("its session task failed: {0}")]
+    TaskFailed(#[source] tokio::task::JoinError),
+    /// The guard found it wedged (why, in the guard's words).
+    #[error("it was stopped as wedged: {0}")]
+    Wedged(String),
+    /// The process exited; then the session ended as `then` says.
+    #[error("the process exited ({status}); {then}")]
+    Exited {
+        /// How it exited.
+        status: std::process::ExitStatus,
+        /// How the session ended.
+        then: Box<Ended>,
+    },
+}
+
 fn tail_text(lines: &[String]) -> String {
     if lines.is_empty() {
         String::new()
@@ -263,7 +292,7 @@ impl Connection {
         spec: &ServerSpec,
         deadline: Duration,
         listing: ListingLimits,
-        on_end: impl FnOnce(String) + Send + 'static,
+        on_end: impl FnOnce(Ended) + Send + 'static,
     ) -> Result<(Arc<Connection>, Vec<Tool>), StartError> {
         let wire = Tripwire::default();
         match &spec.transport {
@@ -368,7 +397,7 @@ impl Connection {
         server: crate::server::ToolServer,
         deadline: Duration,
         listing: ListingLimits,
-        on_end: impl FnOnce(String) + Send + 'static,
+        on_end: impl FnOnce(Ended) + Send + 'static,
     ) -> Result<(Arc<Connection>, Vec<Tool>), StartError> {
         let (ours, theirs) = tokio::io::duplex(64 * 1024);
         let (their_input, their_output) = tokio::io::split(theirs);
@@ -400,7 +429,7 @@ impl Connection {
         wire: Tripwire,
         pgid: Option<i32>,
         child: Option<(Child, Option<LiveGroup>)>,
-        on_end: impl FnOnce(String) + Send + 'static,
+        on_end: impl FnOnce(Ended) + Send + 'static,
     ) -> Arc<Connection> {
         let peer = service.peer().clone();
         let stop = service.cancellation_token();
@@ -470,16 +499,18 @@ impl Connection {
                 }
             }
             let mut reason = match quit {
-                Some(Ok(rmcp::service::QuitReason::Closed)) => "its connection closed".to_owned(),
-                Some(Ok(rmcp::service::QuitReason::Cancelled)) => "it was shut down".to_owned(),
-                Some(Ok(_)) => "its session ended".to_owned(),
-                Some(Err(e)) => format!("its session task failed: {e}"),
-                None => "its session ended".to_owned(),
+                Some(Ok(rmcp::service::QuitReason::Closed)) => Ended::Closed,
+                Some(Ok(rmcp::service::QuitReason::Cancelled)) => Ended::ShutDown,
+                Some(Ok(_)) | None => Ended::Otherwise,
+                Some(Err(e)) => Ended::TaskFailed(e),
             };
             if let Some(wedged) = wire.wedged() {
-                reason = format!("it was stopped as wedged: {wedged}");
+                reason = Ended::Wedged(wedged);
             } else if let Some(status) = status {
-                reason = format!("the process exited ({status}); {reason}");
+                reason = Ended::Exited {
+                    status,
+                    then: Box::new(reason),
+                };
             }
             ended_in_watcher.store(true, Ordering::SeqCst);
             on_end(reason);

@@ -28,7 +28,7 @@ use rmcp::model::{JsonObject, Tool};
 use tokio::sync::mpsc;
 use tokio_util::sync::CancellationToken;
 
-use crate::connection::{Connection, ListingLimits, StartError};
+use crate::connection::{Connection, Ended, ListingLimits, StartError};
 use crate::reply::{ToolOutput, hook_reply, tool_output};
 use crate::spec::ServerSpec;
 
@@ -93,7 +93,7 @@ enum Notice {
     Ended {
         server: ServerId,
         generation: u64,
-        reason: String,
+        reason: Ended,
     },
 }
 
@@ -108,7 +108,7 @@ struct Slot {
     last_error: Option<String>,
     /// An end reported for the current generation before its start was:
     /// the server died right after starting.
-    ended_early: Option<String>,
+    ended_early: Option<Ended>,
 }
 
 /// How the host reaches a server when it starts one.
@@ -498,6 +498,7 @@ impl Host {
                     return;
                 }
                 if slot.conn.take().is_some() {
+                    let reason = reason.to_string();
                     tracing::warn!(server = %slot.spec.name, "MCP server exited: {reason}");
                     slot.last_error = Some(reason.clone());
                     self.feed(Input::ServerExited { server, reason });

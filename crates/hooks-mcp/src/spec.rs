@@ -284,15 +284,29 @@ fn string_map(value: Option<&Value>, at: &str) -> Result<BTreeMap<String, String
     }
 }
 
-/// Why `url` cannot be a Streamable HTTP endpoint, if it cannot: a phrase
-/// that follows the URL ("is not a valid URL (…)", "has no host").
-pub fn check_http_url(url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("is not a valid URL ({e})"))?;
+/// Why a URL cannot be a Streamable HTTP endpoint: a phrase that follows
+/// the URL ("is not a valid URL (…)", "has no host").
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum UrlError {
+    /// It does not parse.
+    #[error("is not a valid URL ({0})")]
+    Invalid(String),
+    /// Its scheme is neither `http` nor `https`.
+    #[error("is not an http:// or https:// URL")]
+    Scheme,
+    /// It names no host.
+    #[error("has no host")]
+    NoHost,
+}
+
+/// Why `url` cannot be a Streamable HTTP endpoint, if it cannot.
+pub fn check_http_url(url: &str) -> Result<(), UrlError> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| UrlError::Invalid(e.to_string()))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err("is not an http:// or https:// URL".into());
+        return Err(UrlError::Scheme);
     }
     if parsed.host_str().is_none_or(str::is_empty) {
-        return Err("has no host".into());
+        return Err(UrlError::NoHost);
     }
     Ok(())
 }

@@ -13,16 +13,16 @@ use clap::{Args, Parser, Subcommand};
 /// tools (`_Stop`, `_PostCompact`).
 #[derive(Debug, Parser)]
 #[command(name = "sprout", version, about, long_about = None, propagate_version = true)]
-pub struct Cli {
+pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
-    pub command: Command,
+    pub(crate) command: Command,
 }
 
 /// The commands.
 #[derive(Debug, Subcommand)]
 #[allow(clippy::large_enum_variant)] // Parsed once per process.
-pub enum Command {
+pub(crate) enum Command {
     /// Run one prompt in a new session ("-" reads it from stdin).
     Run {
         /// The prompt, or "-" to read it from stdin.
@@ -70,7 +70,7 @@ pub enum Command {
 
 /// `sprout hooks …`.
 #[derive(Debug, Subcommand)]
-pub enum HooksCommand {
+pub(crate) enum HooksCommand {
     /// Connect to every configured server and show its tools, its hooks,
     /// whether the allowlist lets it hook, and every warning.
     List {
@@ -92,7 +92,7 @@ pub enum HooksCommand {
 
 /// `sprout hook-server …`.
 #[derive(Debug, Subcommand)]
-pub enum HookServerCommand {
+pub(crate) enum HookServerCommand {
     /// A `todo` tool; `_Stop` objects while items are open; `_PostCompact`
     /// re-injects the list.
     Todo,
@@ -111,15 +111,15 @@ pub enum HookServerCommand {
 
 /// Servers, hook policy, loop limits and output.
 #[derive(Debug, Args)]
-pub struct SessionArgs {
+pub(crate) struct SessionArgs {
     /// MCP servers, in the mcpServers JSON format [default: .mcp.json in the
     /// working directory, if there is one].
     #[arg(long, value_name = "FILE")]
-    pub mcp_config: Option<PathBuf>,
+    pub(crate) mcp_config: Option<PathBuf>,
     /// Servers that may hook: `*` for all, or comma-separated names. Unset:
     /// hooks are off.
     #[arg(long, env = "MCP_HOOK_SERVERS", value_name = "LIST")]
-    pub hook_servers: Option<String>,
+    pub(crate) hook_servers: Option<String>,
     /// Deadline of each hook call, 1 to 600000 ms.
     #[arg(
         long,
@@ -127,7 +127,7 @@ pub struct SessionArgs {
         value_name = "MS",
         default_value = "2500"
     )]
-    pub hook_timeout_ms: String,
+    pub(crate) hook_timeout_ms: String,
     /// `_Stop` objections honoured per session, 0 to 1000 (0 disables _Stop).
     #[arg(
         long,
@@ -135,7 +135,7 @@ pub struct SessionArgs {
         value_name = "N",
         default_value = "3"
     )]
-    pub stop_max_rejections: String,
+    pub(crate) stop_max_rejections: String,
     /// Deadline for an MCP server to start (spawn, initialize, list tools).
     #[arg(
         long,
@@ -143,7 +143,7 @@ pub struct SessionArgs {
         value_name = "MS",
         default_value = "10000"
     )]
-    pub server_start_timeout_ms: String,
+    pub(crate) server_start_timeout_ms: String,
     /// Deadline of one tool call.
     #[arg(
         long,
@@ -151,7 +151,7 @@ pub struct SessionArgs {
         value_name = "MS",
         default_value = "120000"
     )]
-    pub tool_timeout_ms: String,
+    pub(crate) tool_timeout_ms: String,
     /// Model requests allowed per prompt.
     #[arg(
         long,
@@ -159,7 +159,7 @@ pub struct SessionArgs {
         value_name = "N",
         default_value = "50"
     )]
-    pub max_rounds: String,
+    pub(crate) max_rounds: String,
     /// The model's context window, in tokens.
     #[arg(
         long,
@@ -167,7 +167,7 @@ pub struct SessionArgs {
         value_name = "TOKENS",
         default_value = "128000"
     )]
-    pub context_window: String,
+    pub(crate) context_window: String,
     /// Compact when a request would pass this share of the window (0.1 to 0.95).
     #[arg(
         long,
@@ -175,15 +175,15 @@ pub struct SessionArgs {
         value_name = "SHARE",
         default_value = "0.8"
     )]
-    pub compact_threshold: String,
+    pub(crate) compact_threshold: String,
     /// Print events as JSON Lines on stdout.
     #[arg(long)]
-    pub json: bool,
+    pub(crate) json: bool,
 }
 
 /// Which model, and how to reach it.
 #[derive(Debug, Args)]
-pub struct ModelArgs {
+pub(crate) struct ModelArgs {
     /// `openai` (any OpenAI-compatible endpoint), `anthropic`, or `script`.
     #[arg(
         long,
@@ -191,10 +191,10 @@ pub struct ModelArgs {
         value_name = "NAME",
         default_value = "openai"
     )]
-    pub provider: String,
+    pub(crate) provider: String,
     /// OpenAI-compatible base URL (Ollama: http://localhost:11434/v1).
-    #[arg(long, env = "OPENAI_COMPAT_BASE_URL", value_name = "URL", default_value = agent_loop::providers::openai::DEFAULT_BASE_URL)]
-    pub openai_base_url: String,
+    #[arg(long, env = "OPENAI_COMPAT_BASE_URL", value_name = "URL", default_value = agent_loop::providers::OpenAiCompat::DEFAULT_BASE_URL)]
+    pub(crate) openai_base_url: String,
     /// OpenAI-compatible API key (optional for local servers).
     #[arg(
         long,
@@ -202,10 +202,10 @@ pub struct ModelArgs {
         value_name = "KEY",
         hide_env_values = true
     )]
-    pub openai_api_key: Option<String>,
+    pub(crate) openai_api_key: Option<String>,
     /// OpenAI-compatible model name.
     #[arg(long, env = "OPENAI_COMPAT_MODEL", value_name = "MODEL")]
-    pub openai_model: Option<String>,
+    pub(crate) openai_model: Option<String>,
     /// Which OpenAI API to use; only `chat` (Chat Completions) is supported.
     #[arg(
         long,
@@ -213,7 +213,7 @@ pub struct ModelArgs {
         value_name = "API",
         default_value = "chat"
     )]
-    pub openai_api: String,
+    pub(crate) openai_api: String,
     /// Anthropic API key.
     #[arg(
         long,
@@ -221,21 +221,21 @@ pub struct ModelArgs {
         value_name = "KEY",
         hide_env_values = true
     )]
-    pub anthropic_api_key: Option<String>,
+    pub(crate) anthropic_api_key: Option<String>,
     /// Anthropic model name.
     #[arg(long, env = "ANTHROPIC_MODEL", value_name = "MODEL")]
-    pub anthropic_model: Option<String>,
+    pub(crate) anthropic_model: Option<String>,
     /// Anthropic base URL.
-    #[arg(long, env = "ANTHROPIC_BASE_URL", value_name = "URL", default_value = agent_loop::providers::anthropic::DEFAULT_BASE_URL)]
-    pub anthropic_base_url: String,
+    #[arg(long, env = "ANTHROPIC_BASE_URL", value_name = "URL", default_value = agent_loop::providers::Anthropic::DEFAULT_BASE_URL)]
+    pub(crate) anthropic_base_url: String,
     /// The script of model turns (JSON Lines) for `--provider script`.
     #[arg(long, env = "SPROUT_AGENT_SCRIPT", value_name = "FILE")]
-    pub script: Option<PathBuf>,
+    pub(crate) script: Option<PathBuf>,
     /// Most tokens the model may write per answer [default: 8192 for
     /// anthropic (lower it for models that allow less); the server's own for
     /// openai].
     #[arg(long, env = "SPROUT_AGENT_MAX_OUTPUT_TOKENS", value_name = "N")]
-    pub max_output_tokens: Option<String>,
+    pub(crate) max_output_tokens: Option<String>,
     /// Deadline of one model request attempt.
     #[arg(
         long,
@@ -243,5 +243,5 @@ pub struct ModelArgs {
         value_name = "MS",
         default_value = "300000"
     )]
-    pub model_timeout_ms: String,
+    pub(crate) model_timeout_ms: String,
 }

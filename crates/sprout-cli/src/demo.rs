@@ -8,15 +8,17 @@
 //! nobody objects.
 
 use agent_loop::AgentSettings;
-use agent_loop::compaction::CompactionSettings;
+use agent_loop::CompactionSettings;
 use hooks_core::{HookConfig, ServerName};
 use hooks_mcp::{HostOptions, ServerSpec};
 
+use crate::settings::ConfigProblem;
+
 /// The task the demo gives.
-pub const PROMPT: &str = "Add input validation to the signup form, with tests.";
+pub(crate) const PROMPT: &str = "Add input validation to the signup form, with tests.";
 
 /// The scripted model's turns: see the module docs for the story.
-pub const SCRIPT: &str = r#"{"text": "I'll plan the work first.", "tool_calls": [{"name": "todo__todo", "arguments": {"items": [{"text": "Validate the email field"}, {"text": "Validate the password length"}, {"text": "Write tests for both checks"}]}}], "usage": {"input_tokens": 850, "output_tokens": 60}}
+pub(crate) const SCRIPT: &str = r#"{"text": "I'll plan the work first.", "tool_calls": [{"name": "todo__todo", "arguments": {"items": [{"text": "Validate the email field"}, {"text": "Validate the password length"}, {"text": "Write tests for both checks"}]}}], "usage": {"input_tokens": 850, "output_tokens": 60}}
 {"text": "The email and password checks are in place.", "tool_calls": [{"name": "todo__todo", "arguments": {"items": [{"text": "Validate the email field", "done": true}, {"text": "Validate the password length", "done": true}, {"text": "Write tests for both checks"}]}}], "usage": {"input_tokens": 1400, "output_tokens": 80}}
 {"text": "The signup form validates its input now. Done!", "usage": {"input_tokens": 1700, "output_tokens": 20}}
 {"text": "Right, the tests are still open. Writing them now: both checks have passing tests.", "tool_calls": [{"name": "todo__todo", "arguments": {"items": [{"text": "Validate the email field", "done": true}, {"text": "Validate the password length", "done": true}, {"text": "Write tests for both checks", "done": true}]}}], "usage": {"input_tokens": 3300, "output_tokens": 90}}
@@ -25,7 +27,7 @@ pub const SCRIPT: &str = r#"{"text": "I'll plan the work first.", "tool_calls": 
 "#;
 
 /// The demo's settings: a small context window so that compaction happens.
-pub fn settings() -> AgentSettings {
+pub(crate) fn settings() -> AgentSettings {
     AgentSettings {
         compaction: CompactionSettings {
             context_window: 4000,
@@ -38,15 +40,15 @@ pub fn settings() -> AgentSettings {
 
 /// Hooks on for the todo server, with a deadline generous enough for a busy
 /// machine.
-pub fn hook_config() -> HookConfig {
+pub(crate) fn hook_config() -> HookConfig {
     HookConfig::from_values(Some("todo"), Some("10000"), Some("3")).unwrap_or_default()
 }
 
 /// The todo server: this binary, as `sprout hook-server todo`.
-pub fn servers() -> Result<Vec<ServerSpec>, String> {
-    let exe = std::env::current_exe()
-        .map_err(|e| format!("cannot find the sprout binary to run its todo server: {e}"))?;
-    let name = ServerName::new("todo").map_err(|e| e.to_string())?;
+pub(crate) fn servers() -> Result<Vec<ServerSpec>, ConfigProblem> {
+    let exe = std::env::current_exe().map_err(ConfigProblem::OwnBinary)?;
+    // Invariant: "todo" is a valid server name [N1] (the demo tests run it).
+    let name = ServerName::new("todo").expect("\"todo\" is a server name");
     Ok(vec![ServerSpec::stdio(
         name,
         exe.to_string_lossy(),
@@ -55,6 +57,6 @@ pub fn servers() -> Result<Vec<ServerSpec>, String> {
 }
 
 /// Host options for the demo.
-pub fn host_options() -> HostOptions {
+pub(crate) fn host_options() -> HostOptions {
     HostOptions::default()
 }

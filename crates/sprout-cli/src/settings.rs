@@ -4,28 +4,152 @@
 //! variable it came from (or the file and key) and the bad value, and exit
 //! status 2.
 
+use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use agent_loop::compaction::CompactionSettings;
+use agent_loop::CompactionSettings;
 use agent_loop::providers::{Anthropic, HttpSettings, OpenAiCompat, ScriptModel};
-use agent_loop::{AgentSettings, Model, ToolSettings};
+use agent_loop::{AgentSettings, Model, ModelError, ToolSettings};
 use clap::ArgMatches;
 use clap::parser::ValueSource;
 use hooks_core::{ConfigError, HookConfig};
-use hooks_mcp::{HostOptions, ServerSpec};
+use hooks_mcp::{HostOptions, ServerSpec, SpecError};
 
 use crate::cli::{ModelArgs, SessionArgs};
 
-/// A configuration problem: the message to print, with exit status 2.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigProblem(pub String);
-
-impl std::fmt::Display for ConfigProblem {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
+/// A configuration problem: what to print, with exit status 2. A setting's
+/// problem names the flag or variable it came from (`setting`), or the file.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum ConfigProblem {
+    /// A hook-policy value the core refused, renamed to its flag or variable.
+    #[error(transparent)]
+    Policy(#[from] ConfigError),
+    /// Not a whole number in the range.
+    #[error(
+        "{setting}={value:?} is not valid: expected a whole number from {} to {}",
+        range.start(),
+        range.end()
+    )]
+    NotANumber {
+        /// Where the value came from.
+        setting: String,
+        /// The value.
+        value: String,
+        /// The numbers allowed.
+        range: RangeInclusive<u64>,
+    },
+    /// The compaction threshold is not a share of the window.
+    #[error(
+        "{setting}={value:?} is not valid: expected a share of the context window from 0.1 to 0.95"
+    )]
+    NotAShare {
+        /// Where the value came from.
+        setting: String,
+        /// The value.
+        value: String,
+    },
+    /// The MCP config file could not be read.
+    #[error("cannot read the MCP config {}: {source}", path.display())]
+    ReadMcpConfig {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// The MCP config file is not a valid `mcpServers` config.
+    #[error("MCP config {}: {source}", path.display())]
+    McpConfig {
+        /// The file.
+        path: PathBuf,
+        /// What is wrong with it.
+        source: SpecError,
+    },
+    /// An OpenAI API other than Chat Completions.
+    #[error("{setting}={value:?} is not supported: only \"chat\" (Chat Completions) is")]
+    OpenAiApi {
+        /// Where the value came from.
+        setting: String,
+        /// The value.
+        value: String,
+    },
+    /// Not one of the providers.
+    #[error("{setting}={value:?} is not a provider: expected openai, anthropic or script")]
+    Provider {
+        /// Where the value came from.
+        setting: String,
+        /// The value.
+        value: String,
+    },
+    /// A value the provider needs is not set.
+    #[error(
+        "{env} is not set: the {what} is needed for --provider {provider}; set it or pass {flag}"
+    )]
+    Missing {
+        /// What the value is, in words.
+        what: &'static str,
+        /// The provider that needs it.
+        provider: String,
+        /// Its flag.
+        flag: &'static str,
+        /// Its variable.
+        env: &'static str,
+    },
+    /// A value the provider needs is empty or blank.
+    #[error("{setting} is blank: the {what} is needed for --provider {provider}")]
+    Blank {
+        /// Where the value came from.
+        setting: String,
+        /// What the value is, in words.
+        what: &'static str,
+        /// The provider that needs it.
+        provider: String,
+    },
+    /// A base URL the providers cannot use.
+    #[error("{setting}={url:?} is not an http:// or https:// base URL: {why}")]
+    BaseUrl {
+        /// Where the value came from.
+        setting: String,
+        /// The URL.
+        url: String,
+        /// What is wrong with it.
+        why: agent_loop::providers::BaseUrlError,
+    },
+    /// An API key with a control character; the key itself is never shown.
+    #[error(
+        "{setting} holds a control character (a line break?), which an HTTP header cannot carry"
+    )]
+    KeyControl {
+        /// Where the key came from.
+        setting: String,
+    },
+    /// The model script could not be read or parsed.
+    #[error(transparent)]
+    Script(ModelError),
+    /// `-` was given and stdin could not be read.
+    #[error("cannot read the prompt from stdin: {0}")]
+    ReadPrompt(#[source] std::io::Error),
+    /// The prompt has nothing but white space.
+    #[error("the prompt is empty")]
+    EmptyPrompt,
+    /// `--json` with `acp`.
+    #[error("--json does not apply to acp: stdout carries the protocol")]
+    JsonWithAcp,
+    /// `hooks call` of something that is not a hook point.
+    #[error("{0:?} is not a hook point: expected _Stop or _PostCompact")]
+    NotAHookPoint(String),
+    /// `hooks call --server` of a server nobody configured.
+    #[error("--server {0:?}: no configured MCP server has that name")]
+    NoSuchServer(String),
+    /// `hooks call` with hooks off and no `--server`.
+    #[error(
+        "MCP_HOOK_SERVERS is not set, so the agent would call no hook; set it (or --hook-servers), or pass --server NAME to call one server's hook"
+    )]
+    HooksOff,
+    /// The demo cannot find this binary to run its todo server.
+    #[error("cannot find the sprout binary to run its todo server: {0}")]
+    OwnBinary(#[source] std::io::Error),
 }
 
 /// How the setting with clap id `id` is named to the person: its flag if the
@@ -40,11 +164,7 @@ fn source_name(matches: &ArgMatches, id: &str, flag: &str, env: &str) -> String 
 
 fn renamed(error: ConfigError, matches: &ArgMatches, id: &str, flag: &str) -> ConfigProblem {
     let env = error.setting.clone();
-    ConfigProblem(
-        error
-            .for_setting(source_name(matches, id, flag, &env))
-            .to_string(),
-    )
+    ConfigProblem::Policy(error.for_setting(source_name(matches, id, flag, &env)))
 }
 
 /// A whole number in `range`, or a message naming the flag or variable
@@ -55,25 +175,23 @@ pub(crate) fn number(
     flag: &str,
     env: &str,
     value: &str,
-    range: std::ops::RangeInclusive<u64>,
+    range: RangeInclusive<u64>,
 ) -> Result<u64, ConfigProblem> {
-    value
-        .trim()
-        .parse::<u64>()
-        .ok()
-        .filter(|n| range.contains(n))
-        .ok_or_else(|| {
-            ConfigProblem(format!(
-                "{}={value:?} is not valid: expected a whole number from {} to {}",
-                source_name(matches, id, flag, env),
-                range.start(),
-                range.end()
-            ))
-        })
+    match value.trim().parse::<u64>() {
+        Ok(n) if range.contains(&n) => Ok(n),
+        _ => Err(ConfigProblem::NotANumber {
+            setting: source_name(matches, id, flag, env),
+            value: value.to_owned(),
+            range,
+        }),
+    }
 }
 
 /// The hook policy \[C1\]-\[C3\].
-pub fn hook_config(args: &SessionArgs, matches: &ArgMatches) -> Result<HookConfig, ConfigProblem> {
+pub(crate) fn hook_config(
+    args: &SessionArgs,
+    matches: &ArgMatches,
+) -> Result<HookConfig, ConfigProblem> {
     let allowlist = match &args.hook_servers {
         None => hooks_core::Allowlist::Off,
         Some(value) => hooks_core::Allowlist::parse(value)
@@ -91,7 +209,7 @@ pub fn hook_config(args: &SessionArgs, matches: &ArgMatches) -> Result<HookConfi
 }
 
 /// The MCP servers: `--mcp-config FILE`, else `.mcp.json` here, else none.
-pub fn servers(args: &SessionArgs) -> Result<Vec<ServerSpec>, ConfigProblem> {
+pub(crate) fn servers(args: &SessionArgs) -> Result<Vec<ServerSpec>, ConfigProblem> {
     match &args.mcp_config {
         Some(path) => servers_from(path),
         None => servers_in(Path::new(".")),
@@ -99,7 +217,7 @@ pub fn servers(args: &SessionArgs) -> Result<Vec<ServerSpec>, ConfigProblem> {
 }
 
 /// The MCP servers of `.mcp.json` in `dir`, if it has one; none otherwise.
-pub fn servers_in(dir: &Path) -> Result<Vec<ServerSpec>, ConfigProblem> {
+pub(crate) fn servers_in(dir: &Path) -> Result<Vec<ServerSpec>, ConfigProblem> {
     let path = dir.join(".mcp.json");
     if path.exists() {
         servers_from(&path)
@@ -110,18 +228,15 @@ pub fn servers_in(dir: &Path) -> Result<Vec<ServerSpec>, ConfigProblem> {
 
 fn servers_from(path: &Path) -> Result<Vec<ServerSpec>, ConfigProblem> {
     let path: PathBuf = path.to_path_buf();
-    let text = std::fs::read_to_string(&path).map_err(|e| {
-        ConfigProblem(format!(
-            "cannot read the MCP config {}: {e}",
-            path.display()
-        ))
-    })?;
-    hooks_mcp::parse_mcp_servers(&text)
-        .map_err(|e| ConfigProblem(format!("MCP config {}: {e}", path.display())))
+    let text = match std::fs::read_to_string(&path) {
+        Ok(text) => text,
+        Err(source) => return Err(ConfigProblem::ReadMcpConfig { path, source }),
+    };
+    hooks_mcp::parse_mcp_servers(&text).map_err(|source| ConfigProblem::McpConfig { path, source })
 }
 
 /// Host settings.
-pub fn host_options(
+pub(crate) fn host_options(
     args: &SessionArgs,
     matches: &ArgMatches,
 ) -> Result<HostOptions, ConfigProblem> {
@@ -140,7 +255,7 @@ pub fn host_options(
 }
 
 /// Loop settings.
-pub fn agent_settings(
+pub(crate) fn agent_settings(
     args: &SessionArgs,
     matches: &ArgMatches,
 ) -> Result<AgentSettings, ConfigProblem> {
@@ -174,17 +289,14 @@ pub fn agent_settings(
         .parse::<f64>()
         .ok()
         .filter(|t| (0.1..=0.95).contains(t))
-        .ok_or_else(|| {
-            ConfigProblem(format!(
-                "{}={:?} is not valid: expected a share of the context window from 0.1 to 0.95",
-                source_name(
-                    matches,
-                    "compact_threshold",
-                    "--compact-threshold",
-                    "SPROUT_AGENT_COMPACT_THRESHOLD"
-                ),
-                args.compact_threshold
-            ))
+        .ok_or_else(|| ConfigProblem::NotAShare {
+            setting: source_name(
+                matches,
+                "compact_threshold",
+                "--compact-threshold",
+                "SPROUT_AGENT_COMPACT_THRESHOLD",
+            ),
+            value: args.compact_threshold.clone(),
         })?;
     Ok(AgentSettings {
         max_rounds: max_rounds as u32,
@@ -202,7 +314,10 @@ pub fn agent_settings(
 }
 
 /// The model.
-pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, ConfigProblem> {
+pub(crate) fn model(
+    args: &ModelArgs,
+    matches: &ArgMatches,
+) -> Result<Arc<dyn Model>, ConfigProblem> {
     let timeout = number(
         matches,
         "model_timeout_ms",
@@ -230,11 +345,15 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
     match provider {
         "openai" => {
             if args.openai_api != "chat" {
-                return Err(ConfigProblem(format!(
-                    "{}={:?} is not supported: only \"chat\" (Chat Completions) is",
-                    source_name(matches, "openai_api", "--openai-api", "OPENAI_COMPAT_API"),
-                    args.openai_api
-                )));
+                return Err(ConfigProblem::OpenAiApi {
+                    setting: source_name(
+                        matches,
+                        "openai_api",
+                        "--openai-api",
+                        "OPENAI_COMPAT_API",
+                    ),
+                    value: args.openai_api.clone(),
+                });
             }
             let model = required(
                 args.openai_model.as_deref(),
@@ -322,12 +441,12 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
             })?;
             ScriptModel::from_file(path)
                 .map(|m| Arc::new(m) as Arc<dyn Model>)
-                .map_err(|e| ConfigProblem(e.to_string()))
+                .map_err(ConfigProblem::Script)
         }
-        other => Err(ConfigProblem(format!(
-            "{}={other:?} is not a provider: expected openai, anthropic or script",
-            source_name(matches, "provider", "--provider", "SPROUT_AGENT_PROVIDER")
-        ))),
+        other => Err(ConfigProblem::Provider {
+            setting: source_name(matches, "provider", "--provider", "SPROUT_AGENT_PROVIDER"),
+            value: other.to_owned(),
+        }),
     }
 }
 
@@ -337,10 +456,10 @@ pub fn model(args: &ModelArgs, matches: &ArgMatches) -> Result<Arc<dyn Model>, C
 /// `OPENAI_COMPAT_MODEL=` arrives here as `""`.
 fn required<'v>(
     value: Option<&'v str>,
-    what: &str,
+    what: &'static str,
     provider: &str,
     matches: &ArgMatches,
-    setting: (&str, &str, &str),
+    setting: (&str, &'static str, &'static str),
 ) -> Result<&'v str, ConfigProblem> {
     match value {
         None => Err(missing(what, provider, setting)),
@@ -349,22 +468,30 @@ fn required<'v>(
     }
 }
 
-fn missing(what: &str, provider: &str, (_, flag, env): (&str, &str, &str)) -> ConfigProblem {
-    ConfigProblem(format!(
-        "{env} is not set: the {what} is needed for --provider {provider}; set it or pass {flag}"
-    ))
+fn missing(
+    what: &'static str,
+    provider: &str,
+    (_, flag, env): (&str, &'static str, &'static str),
+) -> ConfigProblem {
+    ConfigProblem::Missing {
+        what,
+        provider: provider.to_owned(),
+        flag,
+        env,
+    }
 }
 
 fn blank(
-    what: &str,
+    what: &'static str,
     provider: &str,
     matches: &ArgMatches,
-    (id, flag, env): (&str, &str, &str),
+    (id, flag, env): (&str, &'static str, &'static str),
 ) -> ConfigProblem {
-    ConfigProblem(format!(
-        "{} is blank: the {what} is needed for --provider {provider}",
-        source_name(matches, id, flag, env)
-    ))
+    ConfigProblem::Blank {
+        setting: source_name(matches, id, flag, env),
+        what,
+        provider: provider.to_owned(),
+    }
 }
 
 /// A base URL must parse, be http or https, name a host and have no query
@@ -376,11 +503,10 @@ fn check_url(
     flag: &str,
     env: &str,
 ) -> Result<(), ConfigProblem> {
-    agent_loop::providers::check_base_url(url).map_err(|why| {
-        ConfigProblem(format!(
-            "{}={url:?} is not an http:// or https:// base URL: {why}",
-            source_name(matches, id, flag, env)
-        ))
+    agent_loop::providers::check_base_url(url).map_err(|why| ConfigProblem::BaseUrl {
+        setting: source_name(matches, id, flag, env),
+        url: url.to_owned(),
+        why,
     })
 }
 
@@ -395,10 +521,9 @@ fn check_key(
     env: &str,
 ) -> Result<(), ConfigProblem> {
     if key.chars().any(|c| c.is_control() && c != '\t') {
-        return Err(ConfigProblem(format!(
-            "{} holds a control character (a line break?), which an HTTP header cannot carry",
-            source_name(matches, id, flag, env)
-        )));
+        return Err(ConfigProblem::KeyControl {
+            setting: source_name(matches, id, flag, env),
+        });
     }
     Ok(())
 }
@@ -429,7 +554,7 @@ mod tests {
     fn problem(args: &[&str]) -> String {
         match model_for(args) {
             Ok(described) => panic!("{args:?} was accepted as {described}"),
-            Err(ConfigProblem(message)) => message,
+            Err(problem) => problem.to_string(),
         }
     }
 

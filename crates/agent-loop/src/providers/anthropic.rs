@@ -28,11 +28,6 @@ use crate::gateway::ToolDef;
 use crate::message::{Message, ToolCall};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
 
-/// The default base URL.
-pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
-/// The API version header value.
-pub const API_VERSION: &str = "2023-06-01";
-
 /// A Messages API client.
 #[derive(Debug)]
 pub struct Anthropic {
@@ -45,6 +40,10 @@ pub struct Anthropic {
 }
 
 impl Anthropic {
+    /// The default base URL.
+    pub const DEFAULT_BASE_URL: &str = "https://api.anthropic.com";
+    /// The API version header value.
+    pub const API_VERSION: &str = "2023-06-01";
     /// A client for `model`.
     pub fn new(base_url: &str, api_key: String, model: &str, settings: HttpSettings) -> Anthropic {
         Anthropic {
@@ -317,7 +316,7 @@ struct AnswerUsage {
 }
 
 /// Reads a Messages answer from its body.
-pub fn parse_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
+pub(crate) fn parse_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
     let answer: Answer = decode(body)?;
     if answer.kind.as_deref() == Some("error") {
         return Err(ModelError::Malformed(format!(
@@ -359,7 +358,10 @@ impl Model for Anthropic {
         let key = HeaderValue::from_str(&self.api_key)
             .map_err(|_| ModelError::Malformed("the API key is not a valid header value".into()))?;
         headers.insert("x-api-key", key);
-        headers.insert("anthropic-version", HeaderValue::from_static(API_VERSION));
+        headers.insert(
+            "anthropic-version",
+            HeaderValue::from_static(Anthropic::API_VERSION),
+        );
         let url = format!("{}/v1/messages", self.base_url);
         let answer = post_json(
             &self.client,
@@ -439,7 +441,7 @@ mod tests {
 
     fn body(messages: &[Message], tools: &[ToolDef]) -> Value {
         let model = Anthropic::new(
-            DEFAULT_BASE_URL,
+            Anthropic::DEFAULT_BASE_URL,
             "k".into(),
             "claude",
             HttpSettings::default(),
@@ -612,9 +614,15 @@ mod tests {
         let e = malformed(
             &json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}).to_string(),
         );
+        // The object's keys come in serde_json's map order, which a
+        // workspace build changes (agent-client-protocol turns on
+        // `preserve_order`): compare the quoted object as JSON.
+        let quoted = e
+            .strip_prefix("the API returned an error object: ")
+            .unwrap_or_else(|| panic!("{e}"));
         assert_eq!(
-            e,
-            r#"the API returned an error object: {"message":"Overloaded","type":"overloaded_error"}"#
+            serde_json::from_str::<Value>(quoted).unwrap(),
+            json!({"type": "overloaded_error", "message": "Overloaded"})
         );
         assert_eq!(
             malformed(r#"{"type": "error"}"#),

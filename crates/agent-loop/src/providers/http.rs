@@ -229,22 +229,36 @@ fn transport_error(e: &reqwest::Error) -> ModelError {
     }
 }
 
+/// Why a URL cannot be a provider's base URL.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum BaseUrlError {
+    /// It does not parse.
+    #[error("not a URL ({0})")]
+    Invalid(String),
+    /// Its scheme is neither `http` nor `https`.
+    #[error("the scheme is {0:?}, not http or https")]
+    Scheme(String),
+    /// It names no host.
+    #[error("it names no host")]
+    NoHost,
+    /// It has a query or a fragment.
+    #[error("it has a query or fragment, to which no path can be appended")]
+    QueryOrFragment,
+}
+
 /// Why `url` cannot be a provider's base URL, if it cannot: it must parse,
 /// be `http` or `https`, name a host, and carry no query or fragment (the
 /// providers append their path to it as text).
-pub fn check_base_url(url: &str) -> Result<(), String> {
-    let parsed = reqwest::Url::parse(url).map_err(|e| format!("not a URL ({e})"))?;
+pub fn check_base_url(url: &str) -> Result<(), BaseUrlError> {
+    let parsed = reqwest::Url::parse(url).map_err(|e| BaseUrlError::Invalid(e.to_string()))?;
     if !matches!(parsed.scheme(), "http" | "https") {
-        return Err(format!(
-            "the scheme is {:?}, not http or https",
-            parsed.scheme()
-        ));
+        return Err(BaseUrlError::Scheme(parsed.scheme().to_owned()));
     }
     if parsed.host_str().is_none_or(str::is_empty) {
-        return Err("it names no host".to_owned());
+        return Err(BaseUrlError::NoHost);
     }
     if parsed.query().is_some() || parsed.fragment().is_some() {
-        return Err("it has a query or fragment, to which no path can be appended".to_owned());
+        return Err(BaseUrlError::QueryOrFragment);
     }
     Ok(())
 }
@@ -351,7 +365,7 @@ mod tests {
         ] {
             assert_eq!(check_base_url(good), Ok(()), "{good}");
         }
-        let bad = |url: &str| check_base_url(url).unwrap_err();
+        let bad = |url: &str| check_base_url(url).unwrap_err().to_string();
         assert!(bad("").starts_with("not a URL"), "{}", bad(""));
         assert!(
             bad("localhost:11434").contains("scheme"),

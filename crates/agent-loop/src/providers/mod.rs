@@ -1,13 +1,13 @@
 //! The model providers: OpenAI-compatible Chat Completions, Anthropic
 //! Messages, and the scripted model.
 
-pub mod anthropic;
+mod anthropic;
 mod http;
-pub mod openai;
-pub mod script;
+mod openai;
+mod script;
 mod wire;
 
 pub use anthropic::Anthropic;
-pub use http::{HttpSettings, check_base_url};
+pub use http::{BaseUrlError, HttpSettings, check_base_url};
 pub use openai::OpenAiCompat;
 pub use script::ScriptModel;

@@ -26,9 +26,6 @@ use crate::gateway::ToolDef;
 use crate::message::{Message, ToolCall};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
 
-/// The default base URL.
-pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
-
 /// A Chat Completions endpoint.
 #[derive(Debug)]
 pub struct OpenAiCompat {
@@ -41,6 +38,8 @@ pub struct OpenAiCompat {
 }
 
 impl OpenAiCompat {
+    /// The default base URL.
+    pub const DEFAULT_BASE_URL: &str = "https://api.openai.com/v1";
     /// A client for `model` at `base_url` (e.g. `http://localhost:11434/v1`).
     pub fn new(
         base_url: &str,
@@ -372,7 +371,7 @@ fn fresh_call_id() -> String {
 }
 
 /// Reads a Chat Completions answer from its body.
-pub fn parse_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
+pub(crate) fn parse_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
     let answer: Answer = decode(body)?;
     let choice = answer
         .choices
@@ -556,8 +555,13 @@ mod tests {
     // typed format (keys sorted), byte for byte.
     #[test]
     fn a_request_without_tools_sends_tool_history_as_text_v1() {
-        let model = OpenAiCompat::new(DEFAULT_BASE_URL, None, "gpt", HttpSettings::default())
-            .with_max_tokens(7);
+        let model = OpenAiCompat::new(
+            OpenAiCompat::DEFAULT_BASE_URL,
+            None,
+            "gpt",
+            HttpSettings::default(),
+        )
+        .with_max_tokens(7);
         let expected = json!({
             "model": "gpt",
             "messages": [

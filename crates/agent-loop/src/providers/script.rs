@@ -12,7 +12,7 @@
 //! default with), `max_tokens`, `refusal`, `content_filter`, or any other
 //! word. Running past the last line is an error naming the file.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -115,11 +115,6 @@ impl ScriptModel {
     /// Whether the script has no turn.
     pub fn is_empty(&self) -> bool {
         self.turns.is_empty()
-    }
-
-    /// Where the script came from.
-    pub fn source(&self) -> PathBuf {
-        PathBuf::from(&self.source)
     }
 }
 

@@ -2,7 +2,6 @@
 
 use agent_loop::ToolDef;
 use agent_loop::providers::Anthropic;
-use agent_loop::providers::anthropic::API_VERSION;
 use agent_loop::{Message, Model, ModelRequest, ToolCall};
 use hooks_core::{HookPoint, Injection, ServerName, StopReason};
 use serde_json::json;
@@ -38,14 +37,14 @@ fn history() -> Vec<Message> {
             tool_calls: vec![],
         },
     ];
-    history.extend(agent_loop::message::injection_pair(&Injection::new(
+    history.extend(agent_loop::injection_pair(&Injection::new(
         HookPoint::Stop,
         &server,
         0,
         1,
         "open items",
     )));
-    history.extend(agent_loop::message::injection_pair(&Injection::new(
+    history.extend(agent_loop::injection_pair(&Injection::new(
         HookPoint::PostCompact,
         &server,
         0,
@@ -79,7 +78,7 @@ async fn merges_turns_so_roles_alternate_i1_p2() {
     let requests = api.requests.lock().unwrap();
     let (headers, body) = &requests[0];
     assert_eq!(headers["x-api-key"], "key-1");
-    assert_eq!(headers["anthropic-version"], API_VERSION);
+    assert_eq!(headers["anthropic-version"], Anthropic::API_VERSION);
     assert_eq!(
         (body["system"].as_str(), body["max_tokens"].as_u64()),
         (Some("sys"), Some(8192))

@@ -32,7 +32,7 @@ fn history() -> Vec<Message> {
             tool_calls: vec![],
         },
     ];
-    history.extend(agent_loop::message::injection_pair(&injection));
+    history.extend(agent_loop::injection_pair(&injection));
     history
 }
 

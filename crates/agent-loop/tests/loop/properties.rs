@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use agent_loop::compaction::CompactionSettings;
+use agent_loop::CompactionSettings;
 use agent_loop::{Agent, AgentSettings, ModelError, ModelResponse, Usage};
 use hooks_core::StopReason;
 use proptest::prelude::*;
@@ -143,7 +143,7 @@ proptest! {
                     .filter(|r| !r.tools.is_empty())
                     .count();
                 assert_eq!(outcome.rounds as usize, asked, "{outcome:?}");
-                agent_loop::message::check_pairing(agent.history()).unwrap();
+                agent_loop::check_pairing(agent.history()).unwrap();
             }
         });
     }

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use agent_loop::compaction::CompactionSettings;
+use agent_loop::CompactionSettings;
 use agent_loop::{Agent, AgentEvent, AgentSettings, Message, ModelError, ModelResponse, Usage};
 use hooks_core::{EndReason, StopReason};
 use tokio_util::sync::CancellationToken;
@@ -245,7 +245,7 @@ async fn cancellation_at_each_await_point() {
         let cancel = cancel_after(50);
         let outcome = agent.run_prompt("work", &cancel).await;
         assert_eq!(outcome.reason, EndReason::Cancelled, "hang at {hang_at}");
-        agent_loop::message::check_pairing(agent.history()).unwrap();
+        agent_loop::check_pairing(agent.history()).unwrap();
         let next = agent.run_prompt("again", &CancellationToken::new()).await;
         assert!(next.reason.is_normal(), "{:?}", next.reason);
     }
@@ -459,7 +459,7 @@ async fn cancellation_during_the_summary_request() {
         model.requests.lock().unwrap()[1].tools.is_empty(),
         "request 2 was the summary request"
     );
-    agent_loop::message::check_pairing(agent.history()).unwrap();
+    agent_loop::check_pairing(agent.history()).unwrap();
     let next = agent.run_prompt("go on", &CancellationToken::new()).await;
     assert!(next.reason.is_normal(), "{next:?}");
 }

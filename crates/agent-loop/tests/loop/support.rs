@@ -4,9 +4,9 @@ use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_loop::gateway::{Gateway, ToolReport, ToolSettings, cancelled_output, parse_arguments};
-use agent_loop::message::check_pairing;
+use agent_loop::check_pairing;
 use agent_loop::{AgentEvent, Model, ModelError, ModelRequest, ModelResponse, Sink, ToolCall};
+use agent_loop::{Gateway, ToolReport, ToolSettings, cancelled_output, parse_arguments};
 use agent_loop::{ToolDef, ToolOutput};
 use async_trait::async_trait;
 use hooks_core::{

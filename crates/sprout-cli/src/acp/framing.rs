@@ -11,7 +11,7 @@
 //! every line that is ready in one write, so a burst of updates costs one
 //! syscall, and order is kept.
 //!
-//! Not here: what the messages mean (the SDK's job, and `super`'s).
+//! Not here: what the messages mean (the SDK's job, and `serve`'s).
 
 use std::fmt;
 use std::io;

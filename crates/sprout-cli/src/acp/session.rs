@@ -1,0 +1,346 @@
+//! The session table: every open session, one prompt at a time in each, and
+//! the tasks that run starts and prompts.
+//!
+//! A session is its own agent with its own MCP servers (ours, then the
+//! client's, run in its `cwd`) and its own hook budget \[S3\]. A prompt locks
+//! its session's agent for as long as it runs: a second prompt gets an error,
+//! not a queue. Starts and prompts run as tokio tasks of this table (not the
+//! SDK's, which die with the connection), so that at the end of the
+//! connection they can be cancelled, awaited, and their servers shut down.
+//! What goes wrong is a [`SessionError`], which knows its JSON-RPC error.
+//!
+//! Not here: the SDK's handlers and reading the requests (`serve`), what the
+//! client is told of a session (`updates`).
+
+use std::collections::{BTreeMap, HashMap};
+use std::future::Future;
+use std::path::Path;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use agent_client_protocol::v1::{ConnectionTo, schema as s};
+use agent_client_protocol::{self as acp, Client};
+use agent_loop::{Agent, PromptOutcome};
+use hooks_core::{ServerName, ServerNameError, SetupError};
+use hooks_mcp::{Host, ServerSpec, TransportSpec};
+use tokio_util::sync::CancellationToken;
+
+use super::updates::UpdateSink;
+use super::{AcpConfig, lock};
+use crate::settings::ConfigProblem;
+
+/// How long the end of a session, or of the connection, waits for a
+/// running prompt to stop.
+const DRAIN: Duration = Duration::from_secs(10);
+
+/// Why a session could not be opened or prompted, or was not found.
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum SessionError {
+    /// No open session has the id.
+    #[error("unknown session {0:?}")]
+    Unknown(String),
+    /// The prompt had no text block, resource or link to read.
+    #[error("the prompt has no text Sprout can read")]
+    NoText,
+    /// One prompt at a time per session.
+    #[error("a prompt is already running in this session; cancel it or wait")]
+    Busy,
+    /// The session was shut down.
+    #[error("the session is closed")]
+    Closed,
+    /// `session/new`'s `cwd`, as shown.
+    #[error("cwd {0:?} is not an absolute path to an existing directory")]
+    BadCwd(String),
+    /// The `.mcp.json` of the session's `cwd`.
+    #[error(transparent)]
+    Config(#[from] ConfigProblem),
+    /// A client's server with a name ours already has.
+    #[error("MCP server {0} is configured by sprout already")]
+    Configured(ServerName),
+    /// A client's server listed twice.
+    #[error("MCP server {0} is listed twice")]
+    Twice(ServerName),
+    /// A client's server with a name that is not a server name.
+    #[error(transparent)]
+    Name(#[from] ServerNameError),
+    /// A client's HTTP server with a URL we cannot use.
+    #[error("MCP server {name}: url {shown:?} {why}")]
+    Url {
+        /// The server.
+        name: String,
+        /// Its URL, credentials redacted.
+        shown: String,
+        /// What is wrong with it.
+        why: hooks_mcp::UrlError,
+    },
+    /// A client's server over the old SSE transport.
+    #[error("MCP server {0}: the SSE transport is not supported; use Streamable HTTP")]
+    Sse(String),
+    /// A server entry of a kind this SDK version does not know.
+    #[error("an MCP server entry of an unknown kind")]
+    UnknownKind,
+    /// The policy refused the session's servers.
+    #[error(transparent)]
+    Setup(#[from] SetupError),
+}
+
+impl From<SessionError> for acp::Error {
+    fn from(error: SessionError) -> acp::Error {
+        let kind = match error {
+            SessionError::Busy | SessionError::Closed => acp::Error::invalid_request(),
+            _ => acp::Error::invalid_params(),
+        };
+        kind.data(error.to_string())
+    }
+}
+
+/// One open session.
+struct Session {
+    /// Locked by the prompt that runs; `None` only once shut down.
+    agent: Arc<tokio::sync::Mutex<Option<Agent<Host>>>>,
+    cancel: Mutex<Option<CancellationToken>>,
+}
+
+impl Session {
+    fn cancel(&self) {
+        if let Some(token) = lock(&self.cancel).as_ref() {
+            token.cancel();
+        }
+    }
+
+    /// Cancels the session's prompt, waits for it, and stops its servers.
+    async fn close(&self) {
+        self.cancel();
+        let agent = match tokio::time::timeout(DRAIN, self.agent.lock()).await {
+            Ok(mut guard) => guard.take(),
+            Err(_) => None,
+        };
+        if let Some(agent) = agent {
+            agent.into_gateway().shutdown().await;
+        }
+    }
+}
+
+/// A prompt that holds its session's agent until it has run.
+pub(super) struct Prompt {
+    guard: tokio::sync::OwnedMutexGuard<Option<Agent<Host>>>,
+    agent: Agent<Host>,
+    text: String,
+    token: CancellationToken,
+}
+
+impl Prompt {
+    /// Runs the prompt to its end; `cancelled` resolving cancels it (the
+    /// client's `$/cancel_request`). The session takes the next prompt
+    /// from the moment this returns.
+    pub(super) async fn run(
+        self,
+        cancelled: impl Future<Output = ()> + Send + 'static,
+    ) -> PromptOutcome {
+        let Prompt {
+            mut guard,
+            mut agent,
+            text,
+            token,
+        } = self;
+        let linked = token.clone();
+        let link = tokio::spawn(async move {
+            cancelled.await;
+            linked.cancel();
+        });
+        let outcome = agent.run_prompt(&text, &token).await;
+        link.abort();
+        *guard = Some(agent);
+        outcome
+    }
+}
+
+/// Every open session of the connection, and the tasks that serve them.
+pub(super) struct Sessions {
+    config: AcpConfig,
+    open: Mutex<HashMap<String, Arc<Session>>>,
+    next_session: AtomicU64,
+    tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+}
+
+impl Sessions {
+    pub(super) fn new(config: AcpConfig) -> Arc<Sessions> {
+        Arc::new(Sessions {
+            config,
+            open: Mutex::new(HashMap::new()),
+            next_session: AtomicU64::new(1),
+            tasks: Mutex::new(Vec::new()),
+        })
+    }
+
+    /// Runs `task` as one of the table's, awaited at the end.
+    pub(super) fn spawn(&self, task: impl Future<Output = ()> + Send + 'static) {
+        let mut tasks = lock(&self.tasks);
+        tasks.retain(|t| !t.is_finished());
+        tasks.push(tokio::spawn(task));
+    }
+
+    /// Opens a session for `request`: checks the `cwd`, gathers the servers
+    /// (ours, then the client's), starts them and makes the agent. The sink
+    /// holds the session's updates until it is released, once the client
+    /// has the response that names the session.
+    pub(super) async fn open(
+        &self,
+        request: s::NewSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(s::NewSessionResponse, Arc<UpdateSink>), SessionError> {
+        let cwd = &request.cwd;
+        if !cwd.is_absolute() || !cwd.is_dir() {
+            return Err(SessionError::BadCwd(cwd.display().to_string()));
+        }
+        let mut specs = match &self.config.servers {
+            Some(specs) => specs.clone(),
+            None => crate::settings::servers_in(cwd)?,
+        };
+        for spec in client_servers(&request.mcp_servers, cwd)? {
+            if specs.iter().any(|s| s.name == spec.name) {
+                return Err(SessionError::Configured(spec.name));
+            }
+            specs.push(spec);
+        }
+        let id = format!(
+            "sprout-{}",
+            self.next_session.fetch_add(1, Ordering::SeqCst)
+        );
+        let session_id = s::SessionId::new(id.clone());
+        let updates = UpdateSink::new(cx, session_id.clone());
+        let sink = updates.clone().into_sink();
+        let config = &self.config;
+        let host = Host::start(
+            specs,
+            config.hooks.clone(),
+            config.host.clone(),
+            agent_loop::hook_sink(sink.clone()),
+        )
+        .await?;
+        let agent = Agent::new(config.model.clone(), host, config.agent.clone(), sink);
+        let session = Arc::new(Session {
+            agent: Arc::new(tokio::sync::Mutex::new(Some(agent))),
+            cancel: Mutex::new(None),
+        });
+        lock(&self.open).insert(id, session);
+        Ok((s::NewSessionResponse::new(session_id), updates))
+    }
+
+    /// Takes session `id`'s agent for a prompt of `text`, unless a prompt
+    /// runs there already; [`Sessions::cancel`] cancels it from now on.
+    pub(super) fn prompt(&self, id: &str, text: String) -> Result<Prompt, SessionError> {
+        let session = self.find(id)?;
+        if text.trim().is_empty() {
+            return Err(SessionError::NoText);
+        }
+        let Ok(mut guard) = session.agent.clone().try_lock_owned() else {
+            return Err(SessionError::Busy);
+        };
+        let Some(agent) = guard.take() else {
+            return Err(SessionError::Closed);
+        };
+        let token = CancellationToken::new();
+        *lock(&session.cancel) = Some(token.clone());
+        Ok(Prompt {
+            guard,
+            agent,
+            text,
+            token,
+        })
+    }
+
+    /// Cancels the prompt running in session `id`, if any.
+    pub(super) fn cancel(&self, id: &str) {
+        if let Ok(session) = self.find(id) {
+            session.cancel();
+        }
+    }
+
+    /// Takes session `id` out of the table; the future it gives cancels the
+    /// session's prompt, waits for it, and stops its servers.
+    pub(super) fn remove(
+        &self,
+        id: &str,
+    ) -> Result<impl Future<Output = ()> + Send + 'static, SessionError> {
+        let session = lock(&self.open)
+            .remove(id)
+            .ok_or_else(|| SessionError::Unknown(id.to_owned()))?;
+        Ok(async move { session.close().await })
+    }
+
+    /// The connection is over: cancels every prompt, lets the tasks end
+    /// (within a bound), and closes every session.
+    pub(super) async fn end(&self) {
+        let sessions: Vec<Arc<Session>> = lock(&self.open).values().cloned().collect();
+        for session in &sessions {
+            session.cancel();
+        }
+        let tasks: Vec<_> = lock(&self.tasks).drain(..).collect();
+        let _ = tokio::time::timeout(DRAIN, futures::future::join_all(tasks)).await;
+        let sessions: Vec<Arc<Session>> = lock(&self.open).drain().map(|(_, s)| s).collect();
+        futures::future::join_all(sessions.iter().map(|s| s.close())).await;
+    }
+
+    fn find(&self, id: &str) -> Result<Arc<Session>, SessionError> {
+        lock(&self.open)
+            .get(id)
+            .cloned()
+            .ok_or_else(|| SessionError::Unknown(id.to_owned()))
+    }
+}
+
+/// The client's `mcpServers` as our specs, run in the session's `cwd`.
+fn client_servers(servers: &[s::McpServer], cwd: &Path) -> Result<Vec<ServerSpec>, SessionError> {
+    let mut specs = Vec::new();
+    for server in servers {
+        let spec = match server {
+            s::McpServer::Stdio(stdio) => {
+                let name = ServerName::new(stdio.name.clone())?;
+                let env: BTreeMap<String, String> = stdio
+                    .env
+                    .iter()
+                    .map(|v| (v.name.clone(), v.value.clone()))
+                    .collect();
+                ServerSpec {
+                    name,
+                    transport: TransportSpec::Stdio {
+                        command: stdio.command.to_string_lossy().into_owned(),
+                        args: stdio.args.clone(),
+                        env,
+                        cwd: Some(cwd.to_path_buf()),
+                    },
+                }
+            }
+            s::McpServer::Http(http) => {
+                hooks_mcp::check_http_url(&http.url).map_err(|why| SessionError::Url {
+                    name: http.name.clone(),
+                    shown: hooks_mcp::redact_url(&http.url),
+                    why,
+                })?;
+                ServerSpec {
+                    name: ServerName::new(http.name.clone())?,
+                    transport: TransportSpec::Http {
+                        url: http.url.clone(),
+                        headers: http
+                            .headers
+                            .iter()
+                            .map(|h| (h.name.clone(), h.value.clone()))
+                            .collect(),
+                    },
+                }
+            }
+            s::McpServer::Sse(sse) => return Err(SessionError::Sse(sse.name.clone())),
+            _ => return Err(SessionError::UnknownKind),
+        };
+        if specs
+            .iter()
+            .any(|existing: &ServerSpec| existing.name == spec.name)
+        {
+            return Err(SessionError::Twice(spec.name));
+        }
+        specs.push(spec);
+    }
+    Ok(specs)
+}

@@ -1,0 +1,358 @@
+//! Update mapping: what the client is told of a session, in ACP's terms.
+//!
+//! Our events become `session/update` notifications ([`UpdateSink`]): the
+//! model's text as `agent_message_chunk`, tool calls as `tool_call` /
+//! `tool_call_update`, each hook round as one tool call of its own (sent
+//! once when it decides within [`ROUND_WINDOW`], else announced and updated
+//! at most once a window), server failures, warnings and compactions as
+//! thought chunks with the event in `_meta["sprout/event"]`. Our end reasons
+//! become ACP stop reasons ([`prompt_response`]).
+//!
+//! Not here: which session is which or when a prompt runs (`session`), the
+//! SDK's handlers (`serve`), the wire (`framing`).
+
+use std::collections::BTreeMap;
+use std::sync::{Arc, Mutex};
+
+use agent_client_protocol::v1::{ConnectionTo, schema as s};
+use agent_client_protocol::{self as acp, Client};
+use agent_loop::{AgentEvent, PromptOutcome};
+use hooks_core::{EndReason, Event, ServerName, StopReason};
+use serde::Serialize;
+use serde_json::{Value, json};
+
+use super::lock;
+
+/// How long a hook round may run before the client is shown it in
+/// progress, and the shortest gap between two progress updates of a round.
+const ROUND_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A hook round as the client sees it: one tool call.
+struct RoundView {
+    title: String,
+    raw_input: Value,
+    /// One line per server's outcome so far.
+    lines: Vec<String>,
+    /// Every event of the round so far, for `_meta["sprout/events"]`.
+    events: Vec<Value>,
+    /// Whether the client was sent the tool call yet.
+    announced: bool,
+    /// Lines the client has not seen yet.
+    dirty: bool,
+}
+
+impl RoundView {
+    fn content(&self) -> Vec<s::ToolCallContent> {
+        self.lines.iter().map(|l| l.clone().into()).collect()
+    }
+}
+
+/// Sends a session's events as `session/update` notifications; holds them
+/// back until [`UpdateSink::release`], so that start-up events (a server
+/// that failed to start) follow the `session/new` response that names the
+/// session.
+///
+/// A hook round is one tool call. A round that decides within
+/// [`ROUND_WINDOW`] is sent once, created already completed with every
+/// server's outcome; a slower one is announced after the window and then
+/// updated at most once a window, so a round costs O(1) messages when fast
+/// and never one message per server.
+pub(super) struct UpdateSink {
+    cx: ConnectionTo<Client>,
+    session: s::SessionId,
+    /// Rounds not decided yet. Updates of a round are sent with this lock
+    /// held, so the progress task and the decision cannot reorder them.
+    rounds: Mutex<BTreeMap<u64, RoundView>>,
+    /// `Some` until released.
+    held: Mutex<Option<Vec<s::SessionUpdate>>>,
+}
+
+impl UpdateSink {
+    pub(super) fn new(cx: ConnectionTo<Client>, session: s::SessionId) -> Arc<UpdateSink> {
+        Arc::new(UpdateSink {
+            cx,
+            session,
+            rounds: Mutex::default(),
+            held: Mutex::new(Some(Vec::new())),
+        })
+    }
+
+    fn send(&self, update: s::SessionUpdate) {
+        let _ = self
+            .cx
+            .send_notification(s::SessionNotification::new(self.session.clone(), update));
+    }
+
+    /// Sends now, or holds until released.
+    fn emit(&self, update: s::SessionUpdate) {
+        let mut held = lock(&self.held);
+        match held.as_mut() {
+            Some(queue) => queue.push(update),
+            None => {
+                drop(held);
+                self.send(update);
+            }
+        }
+    }
+
+    pub(super) fn release(&self) {
+        let held = lock(&self.held).take().unwrap_or_default();
+        for update in held {
+            self.send(update);
+        }
+    }
+
+    pub(super) fn into_sink(self: Arc<Self>) -> agent_loop::Sink {
+        Arc::new(move |event: &AgentEvent| match event {
+            AgentEvent::Hook(hook) if self.round_event(hook) => {}
+            _ => {
+                for update in updates(event) {
+                    self.emit(update);
+                }
+            }
+        })
+    }
+
+    /// Folds a hook round's event into its view; false for other events.
+    fn round_event(self: &Arc<Self>, event: &Event) -> bool {
+        let detail = serde_json::to_value(event).unwrap_or(Value::Null);
+        match event {
+            Event::RoundStarted {
+                round,
+                hook,
+                servers,
+                left_out,
+                ..
+            } => {
+                // A round with nobody to ask is not shown at all.
+                if servers.is_empty() && left_out.is_empty() {
+                    return true;
+                }
+                let names: Vec<&str> = servers.iter().map(ServerName::as_str).collect();
+                let view = RoundView {
+                    title: format!("{hook} hook: asking {}", names.join(", ")),
+                    raw_input: json!({"hook": hook.tool_name(), "servers": names}),
+                    lines: Vec::new(),
+                    events: vec![detail],
+                    announced: false,
+                    dirty: false,
+                };
+                lock(&self.rounds).insert(round.0, view);
+                self.clone().watch_round(round.0);
+                true
+            }
+            Event::HookCalled {
+                round,
+                server,
+                outcome,
+                latency,
+                ..
+            } => {
+                let mut line =
+                    format!("{server}: {} ({} ms)", outcome.label(), latency.as_millis());
+                if let Some(text) = outcome.text() {
+                    line.push_str(&format!("\n{text}"));
+                }
+                if let Some(view) = lock(&self.rounds).get_mut(&round.0) {
+                    view.lines.push(line);
+                    view.events.push(detail);
+                    view.dirty = true;
+                }
+                true
+            }
+            Event::Decided {
+                round: Some(round),
+                decision,
+            } => {
+                let mut rounds = lock(&self.rounds);
+                // A round with nobody to ask was never shown: nothing to close.
+                let Some(mut view) = rounds.remove(&round.0) else {
+                    return true;
+                };
+                view.lines.push(decision_summary(decision));
+                view.events.push(detail.clone());
+                let mut meta = serde_json::Map::new();
+                meta.insert("sprout/event".into(), detail);
+                meta.insert("sprout/events".into(), Value::Array(view.events.clone()));
+                let raw_output = serde_json::to_value(decision).unwrap_or(Value::Null);
+                let update = if view.announced {
+                    let fields = s::ToolCallUpdateFields::new()
+                        .status(s::ToolCallStatus::Completed)
+                        .content(view.content())
+                        .raw_output(raw_output);
+                    s::SessionUpdate::ToolCallUpdate(
+                        s::ToolCallUpdate::new(round_id(round.0), fields).meta(meta),
+                    )
+                } else {
+                    s::SessionUpdate::ToolCall(
+                        s::ToolCall::new(round_id(round.0), view.title.clone())
+                            .kind(s::ToolKind::Think)
+                            .status(s::ToolCallStatus::Completed)
+                            .raw_input(view.raw_input.clone())
+                            .content(view.content())
+                            .raw_output(raw_output)
+                            .meta(meta),
+                    )
+                };
+                self.emit(update);
+                true
+            }
+            _ => false,
+        }
+    }
+
+    /// Shows a round still running after a window, then its new lines at
+    /// most once a window, until it is decided.
+    fn watch_round(self: Arc<Self>, round: u64) {
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(ROUND_WINDOW).await;
+                let mut rounds = lock(&self.rounds);
+                let Some(view) = rounds.get_mut(&round) else {
+                    return;
+                };
+                let mut meta = serde_json::Map::new();
+                meta.insert("sprout/events".into(), Value::Array(view.events.clone()));
+                if !view.announced {
+                    view.announced = true;
+                    view.dirty = false;
+                    let call = s::ToolCall::new(round_id(round), view.title.clone())
+                        .kind(s::ToolKind::Think)
+                        .status(s::ToolCallStatus::InProgress)
+                        .raw_input(view.raw_input.clone())
+                        .content(view.content())
+                        .meta(meta);
+                    self.emit(s::SessionUpdate::ToolCall(call));
+                } else if view.dirty {
+                    view.dirty = false;
+                    let fields = s::ToolCallUpdateFields::new().content(view.content());
+                    self.emit(s::SessionUpdate::ToolCallUpdate(
+                        s::ToolCallUpdate::new(round_id(round), fields).meta(meta),
+                    ));
+                }
+            }
+        });
+    }
+}
+
+fn meta_of(event: &(impl Serialize + ?Sized)) -> serde_json::Map<String, Value> {
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "sprout/event".into(),
+        serde_json::to_value(event).unwrap_or(Value::Null),
+    );
+    meta
+}
+
+/// A round's decision in words, the last line of its tool call.
+fn decision_summary(decision: &hooks_core::PolicyDecision) -> String {
+    match decision {
+        hooks_core::PolicyDecision::ObjectionHonoured {
+            budget_used,
+            budget,
+            ..
+        } => format!("objection honoured (budget {budget_used}/{budget}): the agent goes on"),
+        hooks_core::PolicyDecision::Reinject { servers } => {
+            format!("re-injecting {} answer(s)", servers.len())
+        }
+        hooks_core::PolicyDecision::PromptEnded { reason } => format!("the agent stops: {reason}"),
+    }
+}
+
+fn round_id(round: u64) -> s::ToolCallId {
+    s::ToolCallId::new(format!("sprout-hook-round-{round}"))
+}
+
+fn updates(event: &AgentEvent) -> Vec<s::SessionUpdate> {
+    match event {
+        AgentEvent::AssistantText { text } => vec![s::SessionUpdate::AgentMessageChunk(
+            s::ContentChunk::new(text.clone().into()),
+        )],
+        AgentEvent::ToolCall {
+            id,
+            name,
+            arguments,
+        } => {
+            let input = serde_json::from_str::<Value>(arguments)
+                .unwrap_or(Value::String(arguments.clone()));
+            vec![s::SessionUpdate::ToolCall(
+                s::ToolCall::new(id.clone(), name.clone())
+                    .status(s::ToolCallStatus::InProgress)
+                    .raw_input(input),
+            )]
+        }
+        AgentEvent::ToolResult {
+            id, is_error, text, ..
+        } => {
+            let status = if *is_error {
+                s::ToolCallStatus::Failed
+            } else {
+                s::ToolCallStatus::Completed
+            };
+            let fields = s::ToolCallUpdateFields::new()
+                .status(status)
+                .content(vec![text.clone().into()]);
+            vec![s::SessionUpdate::ToolCallUpdate(s::ToolCallUpdate::new(
+                id.clone(),
+                fields,
+            ))]
+        }
+        AgentEvent::Hook(hook) => hook_updates(hook),
+        AgentEvent::Compacted { kind, removed, .. } => {
+            let text = format!(
+                "[sprout] the context was compacted by {kind} ({removed} messages removed)"
+            );
+            vec![s::SessionUpdate::AgentThoughtChunk(
+                s::ContentChunk::new(text.into()).meta(meta_of(event)),
+            )]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Hook events other than a round's: server failures and warnings, as
+/// readable thoughts with the event in `_meta`.
+fn hook_updates(event: &Event) -> Vec<s::SessionUpdate> {
+    let meta = meta_of(event);
+    match event {
+        Event::ServerDown { .. } | Event::Warning(_) => {
+            // Readable text for the person; the event itself is in `_meta`.
+            let text = match event {
+                Event::Warning(w) => format!("[sprout] warning: {w}"),
+                _ => format!("[sprout] {}", crate::render::server_down_text(event)),
+            };
+            vec![s::SessionUpdate::AgentThoughtChunk(
+                s::ContentChunk::new(text.into()).meta(meta),
+            )]
+        }
+        _ => Vec::new(),
+    }
+}
+
+/// Our end reason as ACP's stop reason \[S5\]; a failure is an error response.
+pub(super) fn prompt_response(outcome: &PromptOutcome) -> Result<s::PromptResponse, acp::Error> {
+    let stop = match &outcome.reason {
+        EndReason::NoObjection
+        | EndReason::HooksOff
+        | EndReason::BudgetSpent
+        | EndReason::Declined => s::StopReason::EndTurn,
+        EndReason::Model(StopReason::MaxTokens) => s::StopReason::MaxTokens,
+        EndReason::Model(StopReason::Refusal | StopReason::ContentFilter) => s::StopReason::Refusal,
+        EndReason::Model(_) => s::StopReason::EndTurn,
+        EndReason::Cancelled => s::StopReason::Cancelled,
+        EndReason::MaxRounds => s::StopReason::MaxTurnRequests,
+        EndReason::Failed => {
+            let detail = outcome
+                .detail
+                .clone()
+                .unwrap_or_else(|| "the prompt failed".into());
+            return Err(acp::Error::internal_error().data(detail));
+        }
+    };
+    let mut meta = serde_json::Map::new();
+    meta.insert(
+        "sprout/end".into(),
+        json!({"reason": outcome.reason.as_str(), "detail": outcome.detail, "rounds": outcome.rounds}),
+    );
+    Ok(s::PromptResponse::new(stop).meta(meta))
+}
