@@ -45,7 +45,7 @@
 //!     while let Some(output) = session.poll_output() {
 //!         match output {
 //!             Output::StartServer { server } => {
-//!                 let tools = vec!["todo".to_string(), "_Stop".to_string()];
+//!                 let tools = vec![ListedTool::named("todo"), ListedTool::named("_Stop")];
 //!                 session.handle(now, Input::ServerStarted { server, tools }).unwrap();
 //!             }
 //!             Output::CallHook { call, .. } => {
@@ -64,7 +64,7 @@
 //!
 //! session.begin_prompt(now).unwrap();
 //! // The model ends its turn: `_Stop` objects, the loop injects and goes on.
-//! session.end_turn(now, StopReason::EndTurn, 0).unwrap();
+//! session.end_turn(now, StopReason::EndTurn, 0, "Done.").unwrap();
 //! drive(&mut session, now);
 //! let Some(TurnVerdict::Continue { injections }) = session.take_verdict() else { panic!() };
 //! assert_eq!(injections[0].tool_name, "todo___Stop");
@@ -72,9 +72,9 @@
 //!
 //! // The model works, then ends again; nobody objects now.
 //! now = now + std::time::Duration::from_millis(40);
-//! session.end_turn(now, StopReason::ToolUse, 1).unwrap();
+//! session.end_turn(now, StopReason::ToolUse, 1, "").unwrap();
 //! assert_eq!(session.take_verdict(), Some(TurnVerdict::RunTools));
-//! session.end_turn(now, StopReason::EndTurn, 0).unwrap();
+//! session.end_turn(now, StopReason::EndTurn, 0, "Done now.").unwrap();
 //! drive(&mut session, now);
 //! assert_eq!(session.take_verdict(), Some(TurnVerdict::End { reason: EndReason::NoObjection }));
 //! assert_eq!(session.budget_used(), 1);
@@ -118,7 +118,6 @@ mod prelude {
     pub(crate) use alloc::string::String;
     #[cfg(test)]
     pub(crate) use alloc::string::ToString;
-    #[cfg(test)]
     pub(crate) use alloc::vec;
     pub(crate) use alloc::vec::Vec;
 }
@@ -128,18 +127,24 @@ pub mod catalog;
 pub mod config;
 pub mod event;
 pub mod inject;
+pub mod input;
 pub mod name;
 pub mod session;
 pub mod time;
 
 pub use answer::{ErrorKind, HookReply, Outcome, ReplyPart};
-pub use catalog::{ModelTool, ServerTools, Warning};
-pub use config::{Allowlist, ConfigError, HookConfig, HookTimeout, StopBudget};
-pub use event::{DownCause, EndReason, Event, PolicyDecision, RoundId, StopReason};
-pub use inject::Injection;
+pub use catalog::{ListedHook, ModelTool, ServerTools, Warning};
+pub use config::{
+    Allowlist, BudgetScope, ConfigError, DeclineRule, HookConfig, HookTimeout, StopBudget,
+};
+pub use event::{
+    DownCause, EndReason, Event, PolicyDecision, RoundId, SessionEndReason, StopReason,
+};
+pub use inject::{HookText, Injection};
+pub use input::{HookInput, InputField, ListedTool};
 pub use name::{HookPoint, ServerName, ServerNameError};
 pub use session::{
-    AbortReason, AskError, CallId, Input, Output, ServerId, ServerState, Session, SetupError,
-    TurnVerdict, UsageError,
+    AbortReason, AskError, CallId, HookContext, Input, Output, ServerId, ServerSetup, ServerState,
+    Session, SetupError, ToolGate, ToolRun, ToolUse, TurnVerdict, UsageError,
 };
 pub use time::Time;

@@ -404,7 +404,10 @@ mod tests {
         ask(&mut guarded, 10).await;
         assert_eq!(drain(&mut guarded).await, 10 + rate as usize);
         let reason = wire.wedged().expect("wedged");
-        assert!(reason.contains("unasked messages within one second"), "{reason}");
+        assert!(
+            reason.contains("unasked messages within one second"),
+            "{reason}"
+        );
     }
 
     // The rate is per second: the same number of pings spread over two

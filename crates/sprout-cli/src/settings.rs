@@ -87,6 +87,7 @@ pub fn hook_config(args: &SessionArgs, matches: &ArgMatches) -> Result<HookConfi
         allowlist,
         timeout,
         stop_budget,
+        ..HookConfig::default()
     })
 }
 
