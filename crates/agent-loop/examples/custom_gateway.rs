@@ -154,7 +154,7 @@ impl Gateway for InMemory {
         _cancel: &CancellationToken,
     ) -> Result<TurnVerdict, AskError> {
         let now = self.now();
-        self.session.end_turn(now, stop, tool_calls)?;
+        self.session.end_turn(now, stop, tool_calls, "")?;
         self.drive();
         Ok(self
             .session
@@ -168,7 +168,7 @@ impl Gateway for InMemory {
         _cancel: &CancellationToken,
     ) -> Result<Vec<Injection>, AskError> {
         let now = self.now();
-        self.session.compacted(now, removed_messages)?;
+        self.session.compacted(now, removed_messages, None)?;
         self.drive();
         Ok(self
             .session

@@ -50,13 +50,21 @@ pub enum HookReply {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
-    /// `_Stop` answered non-empty text: an objection \[S4\].
+    /// `_Stop` answered non-empty text: an objection \[S4\]. So did
+    /// `_PreToolUse`: a refusal \[E3\].
     Objection {
         /// The text, capped \[R4\].
         text: String,
     },
-    /// `_PostCompact` answered non-empty text: to be injected \[P2\].
+    /// `_PreToolUse` answered non-empty text too: the call is refused \[E3\].
+    /// Every other hook point but `_SessionEnd`: text to inject \[P2\],
+    /// \[E1\], \[E2\], \[E4\], \[E5\].
     Injection {
+        /// The text, capped \[R4\].
+        text: String,
+    },
+    /// `_SessionEnd` answered non-empty text, which is ignored \[E6\].
+    Ignored {
         /// The text, capped \[R4\].
         text: String,
     },
@@ -98,8 +106,13 @@ impl Outcome {
             HookReply::Result(parts) => match answer_text(&parts) {
                 None => Outcome::Empty,
                 Some(text) => match hook {
-                    HookPoint::Stop => Outcome::Objection { text },
-                    HookPoint::PostCompact => Outcome::Injection { text },
+                    HookPoint::Stop | HookPoint::PreToolUse => Outcome::Objection { text },
+                    HookPoint::SessionEnd => Outcome::Ignored { text },
+                    HookPoint::SessionStart
+                    | HookPoint::UserPromptSubmit
+                    | HookPoint::PostToolUse
+                    | HookPoint::PreCompact
+                    | HookPoint::PostCompact => Outcome::Injection { text },
                 },
             },
             HookReply::ErrorResult(parts) => Outcome::Error {
@@ -122,13 +135,17 @@ impl Outcome {
     /// JSON-RPC error): such a call resets the timeout counter \[T3\].
     pub fn completed(&self) -> bool {
         match self {
-            Outcome::Objection { .. } | Outcome::Injection { .. } | Outcome::Empty => true,
+            Outcome::Objection { .. }
+            | Outcome::Injection { .. }
+            | Outcome::Ignored { .. }
+            | Outcome::Empty => true,
             Outcome::Error { kind, .. } => *kind != ErrorKind::Transport,
             Outcome::Timeout | Outcome::Killed | Outcome::Crashed | Outcome::Cancelled => false,
         }
     }
 
-    /// The text to inject, if this outcome carries one.
+    /// The text to inject (or that refuses a tool call), if this outcome
+    /// carries one; never an ignored answer's.
     pub fn text(&self) -> Option<&str> {
         match self {
             Outcome::Objection { text } | Outcome::Injection { text } => Some(text),
@@ -141,6 +158,7 @@ impl Outcome {
         match self {
             Outcome::Objection { .. } => "objection",
             Outcome::Injection { .. } => "injection",
+            Outcome::Ignored { .. } => "ignored",
             Outcome::Empty => "empty",
             Outcome::Error { .. } => "error",
             Outcome::Timeout => "timeout",

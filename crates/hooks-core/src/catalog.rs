@@ -1,15 +1,18 @@
 //! Sorting one server's tool listing into model tools and hooks.
 //!
-//! Rules \[N2\]-\[N4\], \[H1\]-\[H4\]. The input is the list of bare tool names a
-//! server answered to `tools/list`, in its order; the output is what the model
-//! may see, which hook points the server offers, and the warnings an operator
-//! should read. Descriptions and schemas stay with the shell, keyed by bare
-//! name: the policy never needs them.
+//! Rules \[N2\]-\[N4\], \[H1\]-\[H4\], \[K4\]. The input is the list of tools a
+//! server answered to `tools/list`, in its order, with the property names of
+//! their input schemas; the output is what the model may see, which hook points
+//! the server offers and what input each asked for \[K1\], and the warnings an
+//! operator should read. Descriptions and whole schemas stay with the shell,
+//! keyed by bare name: the policy never needs them.
 
 use crate::prelude::*;
 
 use serde::Serialize;
 
+use crate::event::RoundId;
+use crate::input::{HookInput, ListedTool};
 use crate::name::{self, HookPoint, ModelNameProblem, ServerName};
 
 /// One tool the model may be offered.
@@ -21,23 +24,34 @@ pub struct ModelTool {
     pub qualified: String,
 }
 
+/// One hook a server lists, with what its schema asked for \[K1\].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ListedHook {
+    /// The hook point.
+    pub point: HookPoint,
+    /// The input fields it gets.
+    pub input: HookInput,
+}
+
 /// One server's tools, sorted \[H1\].
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ServerTools {
     /// Tools offered to the model, in listing order; never a hook \[H2\].
     pub model_tools: Vec<ModelTool>,
-    /// Known hook points this server lists \[H4\].
-    pub hooks: Vec<HookPoint>,
+    /// Known hook points this server lists, in listing order \[H4\]; each
+    /// point at most once \[N4\].
+    pub hooks: Vec<ListedHook>,
 }
 
 impl ServerTools {
     /// Sorts the listing of `server`, returning its tools and the warnings of
-    /// \[N3\], \[N4\] and \[H4\], in listing order.
-    pub fn sort<S: AsRef<str>>(server: &ServerName, listing: &[S]) -> (ServerTools, Vec<Warning>) {
+    /// \[N3\], \[N4\], \[H4\] and \[K4\], in listing order.
+    pub fn sort(server: &ServerName, listing: &[ListedTool]) -> (ServerTools, Vec<Warning>) {
         let mut tools = ServerTools::default();
         let mut warnings = Vec::new();
         let mut seen: Vec<&str> = Vec::with_capacity(listing.len());
-        for bare in listing.iter().map(AsRef::as_ref) {
+        for listed in listing {
+            let bare = listed.name.as_str();
             if seen.contains(&bare) {
                 warnings.push(Warning::DuplicateTool {
                     server: server.clone(),
@@ -48,7 +62,17 @@ impl ServerTools {
             seen.push(bare);
             if name::is_hook_name(bare) {
                 match HookPoint::from_tool_name(bare) {
-                    Some(hook) => tools.hooks.push(hook),
+                    Some(point) => {
+                        let (input, unfillable) = HookInput::read(point, listed);
+                        warnings.extend(unfillable.into_iter().map(|property| {
+                            Warning::UnfillableInput {
+                                server: server.clone(),
+                                hook: point,
+                                property,
+                            }
+                        }));
+                        tools.hooks.push(ListedHook { point, input });
+                    }
                     None => warnings.push(Warning::UnknownHook {
                         server: server.clone(),
                         tool: bare.to_owned(),
@@ -77,7 +101,17 @@ impl ServerTools {
 
     /// Whether this server lists `hook`.
     pub fn has_hook(&self, hook: HookPoint) -> bool {
-        self.hooks.contains(&hook)
+        self.hook(hook).is_some()
+    }
+
+    /// The hook points this server lists, in listing order.
+    pub fn hook_points(&self) -> impl Iterator<Item = HookPoint> + '_ {
+        self.hooks.iter().map(|h| h.point)
+    }
+
+    /// What this server's `hook` asked for, if it lists it \[K1\].
+    pub fn hook(&self, hook: HookPoint) -> Option<&ListedHook> {
+        self.hooks.iter().find(|h| h.point == hook)
     }
 
     /// The model tool with this bare name, if offered.
@@ -120,6 +154,26 @@ pub enum Warning {
         /// The entry.
         name: String,
     },
+    /// A hook's schema requires a property the agent cannot fill at that
+    /// hook point; the hook is still called, without it \[K4\].
+    UnfillableInput {
+        /// Its server.
+        server: ServerName,
+        /// The hook point.
+        hook: HookPoint,
+        /// The required property.
+        property: String,
+    },
+    /// A round's answers passed the 64 KiB cap: this server's answer was
+    /// dropped \[R5\].
+    InjectionDropped {
+        /// The round.
+        round: RoundId,
+        /// Its hook point.
+        hook: HookPoint,
+        /// The server whose answer was dropped.
+        server: ServerName,
+    },
 }
 
 impl core::fmt::Display for Warning {
@@ -149,8 +203,13 @@ impl core::fmt::Display for Warning {
                 write!(
                     f,
                     "server {server} lists {tool:?}, which starts with \"_\" and so is hidden from the \
-                     model, but is no hook point Sprout calls (_Stop, _PostCompact)"
+                     model, but is no hook point Sprout calls ("
                 )?;
+                for (i, hook) in HookPoint::ALL.into_iter().enumerate() {
+                    let sep = if i == 0 { "" } else { ", " };
+                    write!(f, "{sep}{hook}")?;
+                }
+                f.write_str(")")?;
                 match did_you_mean {
                     Some(hook) => write!(f, "; did you mean {hook}?"),
                     None => f.write_str(
@@ -163,6 +222,24 @@ impl core::fmt::Display for Warning {
                 "MCP_HOOK_SERVERS names {name:?}, but no configured MCP server has that name, so it \
                  cannot hook"
             ),
+            Warning::UnfillableInput {
+                server,
+                hook,
+                property,
+            } => write!(
+                f,
+                "{hook} of server {server} requires input property {property:?}, which Sprout \
+                 cannot fill at {hook}; it is called without it"
+            ),
+            Warning::InjectionDropped {
+                round,
+                hook,
+                server,
+            } => write!(
+                f,
+                "the answer of server {server} to {hook} (round {round}) was dropped: the round's \
+                 answers passed the 64 KiB cap"
+            ),
         }
     }
 }
@@ -173,7 +250,8 @@ mod tests {
 
     fn sort(listing: &[&str]) -> (ServerTools, Vec<String>) {
         let server = ServerName::new("s").unwrap();
-        let (tools, warnings) = ServerTools::sort(&server, listing);
+        let listing: Vec<ListedTool> = listing.iter().map(|&t| t.into()).collect();
+        let (tools, warnings) = ServerTools::sort(&server, &listing);
         (tools, warnings.iter().map(ToString::to_string).collect())
     }
 
@@ -187,14 +265,15 @@ mod tests {
             .map(|t| t.qualified.as_str())
             .collect();
         assert_eq!(offered, ["s__read", "s__write"]);
-        assert_eq!(tools.hooks, [HookPoint::Stop, HookPoint::PostCompact]);
+        let points: Vec<_> = tools.hook_points().collect();
+        assert_eq!(points, [HookPoint::Stop, HookPoint::PostCompact]);
         assert!(warnings.is_empty(), "{warnings:?}");
     }
 
     // [H4]: unknown `_` names are hidden, never hooks, and warned about.
     #[test]
     fn unknown_underscore_names_warn_h4() {
-        let (tools, warnings) = sort(&["_stop", "_PreToolUse", "_"]);
+        let (tools, warnings) = sort(&["_stop", "_SubagentStart", "_"]);
         assert!(tools.model_tools.is_empty());
         assert!(tools.hooks.is_empty());
         assert_eq!(warnings.len(), 3);
@@ -203,7 +282,16 @@ mod tests {
             "{}",
             warnings[0]
         );
-        assert!(warnings[1].contains("\"_PreToolUse\""), "{}", warnings[1]);
+        assert!(
+            warnings[1].contains("\"_SubagentStart\""),
+            "{}",
+            warnings[1]
+        );
+        assert!(
+            warnings[1].contains("(_SessionStart, _UserPromptSubmit, _PreToolUse, _PostToolUse, _Stop, _PreCompact, _PostCompact, _SessionEnd)"),
+            "{}",
+            warnings[1]
+        );
         assert!(
             warnings[1].ends_with("if the model should see it"),
             "{}",
@@ -232,12 +320,39 @@ mod tests {
     fn duplicates_are_dropped_n4() {
         let (tools, warnings) = sort(&["read", "_Stop", "read", "_Stop"]);
         assert_eq!(tools.model_tools.len(), 1);
-        assert_eq!(tools.hooks, [HookPoint::Stop]);
+        assert_eq!(tools.hook_points().collect::<Vec<_>>(), [HookPoint::Stop]);
         assert_eq!(
             warnings,
             [
                 "server s lists tool \"read\" twice; the second is ignored",
                 "server s lists tool \"_Stop\" twice; the second is ignored",
+            ]
+        );
+    }
+
+    // [K1], [K4]: a hook's schema decides its input; an unfillable required
+    // property is a warning naming server, hook and property.
+    #[test]
+    fn hook_schemas_give_inputs_and_warnings_k1_k4() {
+        let server = ServerName::new("s").unwrap();
+        let schema = serde_json::json!({
+            "properties": {"prompt": {}, "attempt": {}},
+            "required": ["prompt"],
+        });
+        let listing = [
+            ListedTool::from_schema("_Stop", schema.as_object().unwrap()),
+            ListedTool::from_schema("_UserPromptSubmit", schema.as_object().unwrap()),
+        ];
+        let (tools, warnings) = ServerTools::sort(&server, &listing);
+        let stop = tools.hook(HookPoint::Stop).unwrap();
+        assert_eq!(stop.input.fields(), [crate::input::InputField::Attempt]);
+        let submit = tools.hook(HookPoint::UserPromptSubmit).unwrap();
+        assert_eq!(submit.input.fields(), [crate::input::InputField::Prompt]);
+        let warnings: Vec<String> = warnings.iter().map(ToString::to_string).collect();
+        assert_eq!(
+            warnings,
+            [
+                "_Stop of server s requires input property \"prompt\", which Sprout cannot fill at _Stop; it is called without it"
             ]
         );
     }

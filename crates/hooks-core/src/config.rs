@@ -1,4 +1,4 @@
-//! Validated hook configuration: \[A1\]-\[A2\], \[C1\]-\[C2\].
+//! Validated hook configuration: \[A1\]-\[A2\], \[C1\]-\[C2\], \[G1\]-\[G2\].
 //!
 //! Values arrive as the strings an operator wrote (an environment variable or a
 //! command-line flag); reading the environment is the shell's job. A value that
@@ -16,6 +16,10 @@ pub const ENV_HOOK_SERVERS: &str = "MCP_HOOK_SERVERS";
 pub const ENV_HOOK_TIMEOUT_MS: &str = "SPROUT_AGENT_HOOK_TIMEOUT_MS";
 /// Environment variable: session-wide `_Stop` objection budget \[C2\].
 pub const ENV_STOP_MAX_REJECTIONS: &str = "SPROUT_AGENT_STOP_MAX_REJECTIONS";
+/// Environment variable: what the `_Stop` budget is counted over \[G1\].
+pub const ENV_STOP_BUDGET_SCOPE: &str = "SPROUT_AGENT_STOP_BUDGET_SCOPE";
+/// Environment variable: whether the consecutive rule holds \[G2\].
+pub const ENV_STOP_DECLINE_RULE: &str = "SPROUT_AGENT_STOP_DECLINE_RULE";
 
 /// A configuration value that was refused.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -203,6 +207,77 @@ impl Default for StopBudget {
     }
 }
 
+/// What the `_Stop` budget counts over \[G1\]: the session (the seed's rule
+/// \[S3\], the default) or each prompt (refilled when the next one begins).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BudgetScope {
+    /// One budget for the whole session \[S3\].
+    #[default]
+    Session,
+    /// A fresh budget for every prompt.
+    Prompt,
+}
+
+impl BudgetScope {
+    /// Parses the value of `SPROUT_AGENT_STOP_BUDGET_SCOPE`: `session` or
+    /// `prompt`, surrounding blanks allowed.
+    pub fn parse(value: &str) -> Result<BudgetScope, ConfigError> {
+        match value.trim() {
+            "session" => Ok(BudgetScope::Session),
+            "prompt" => Ok(BudgetScope::Prompt),
+            _ => Err(ConfigError::new(
+                ENV_STOP_BUDGET_SCOPE,
+                value,
+                "`session` (one budget per session) or `prompt` (refilled for every prompt)",
+            )),
+        }
+    }
+
+    /// The scope as the setting writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            BudgetScope::Session => "session",
+            BudgetScope::Prompt => "prompt",
+        }
+    }
+}
+
+/// Whether the consecutive rule \[S2\] holds \[G2\]: `on` (the default) lets a
+/// model that ends again right after an objection go; `off` asks `_Stop` at
+/// every bare end-of-turn until the budget is spent.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum DeclineRule {
+    /// The consecutive rule holds \[S2\].
+    #[default]
+    On,
+    /// Every bare end-of-turn asks `_Stop` while the budget lasts.
+    Off,
+}
+
+impl DeclineRule {
+    /// Parses the value of `SPROUT_AGENT_STOP_DECLINE_RULE`: `on` or `off`,
+    /// surrounding blanks allowed.
+    pub fn parse(value: &str) -> Result<DeclineRule, ConfigError> {
+        match value.trim() {
+            "on" => Ok(DeclineRule::On),
+            "off" => Ok(DeclineRule::Off),
+            _ => Err(ConfigError::new(
+                ENV_STOP_DECLINE_RULE,
+                value,
+                "`on` (a model that ends again right after an objection is let go) or `off`",
+            )),
+        }
+    }
+
+    /// The rule as the setting writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            DeclineRule::On => "on",
+            DeclineRule::Off => "off",
+        }
+    }
+}
+
 /// A decimal integer in `min..=max`, surrounding blanks allowed.
 fn parse_in_range(value: &str, min: u64, max: u64) -> Option<u64> {
     let trimmed = value.trim();
@@ -224,11 +299,16 @@ pub struct HookConfig {
     pub timeout: HookTimeout,
     /// `_Stop` objection budget.
     pub stop_budget: StopBudget,
+    /// What the budget counts over \[G1\].
+    pub stop_budget_scope: BudgetScope,
+    /// Whether the consecutive rule holds \[G2\].
+    pub stop_decline_rule: DeclineRule,
 }
 
 impl HookConfig {
-    /// Builds the configuration from the three settings' raw values, `None`
-    /// where unset. Command-line flags that override them \[C3\] are the shell's
+    /// Builds the configuration from the three seed settings' raw values,
+    /// `None` where unset; stop governance keeps its defaults (see
+    /// [`HookConfig::with_stop_governance`]). Command-line flags that override them \[C3\] are the shell's
     /// business: it passes the winning value and, on error, renames the setting
     /// with [`ConfigError::for_setting`].
     pub fn from_values(
@@ -249,7 +329,25 @@ impl HookConfig {
                 .map(StopBudget::parse)
                 .transpose()?
                 .unwrap_or_default(),
+            stop_budget_scope: BudgetScope::default(),
+            stop_decline_rule: DeclineRule::default(),
         })
+    }
+
+    /// The same configuration with the stop governance settings' raw values
+    /// \[G1\]-\[G2\] applied, `None` where unset (the default stays).
+    pub fn with_stop_governance(
+        mut self,
+        budget_scope: Option<&str>,
+        decline_rule: Option<&str>,
+    ) -> Result<HookConfig, ConfigError> {
+        if let Some(value) = budget_scope {
+            self.stop_budget_scope = BudgetScope::parse(value)?;
+        }
+        if let Some(value) = decline_rule {
+            self.stop_decline_rule = DeclineRule::parse(value)?;
+        }
+        Ok(self)
     }
 }
 
@@ -347,6 +445,52 @@ mod tests {
             err.to_string(),
             "--hook-timeout-ms=\"0\" is not valid: expected a whole number of milliseconds from 1 to 600000"
         );
+    }
+
+    // [G1], [G3]: `session` (the default) or `prompt`; anything else names the variable.
+    #[test]
+    fn budget_scope_g1() {
+        assert_eq!(
+            HookConfig::default().stop_budget_scope,
+            BudgetScope::Session
+        );
+        assert_eq!(BudgetScope::parse(" prompt "), Ok(BudgetScope::Prompt));
+        assert_eq!(BudgetScope::parse("session"), Ok(BudgetScope::Session));
+        for bad in ["", "Prompt", "turn", "session,prompt"] {
+            let err = BudgetScope::parse(bad).unwrap_err();
+            assert_eq!(err.setting, "SPROUT_AGENT_STOP_BUDGET_SCOPE", "{bad:?}");
+            assert_eq!(err.value, bad);
+        }
+        assert_eq!(
+            BudgetScope::parse("turn").unwrap_err().to_string(),
+            "SPROUT_AGENT_STOP_BUDGET_SCOPE=\"turn\" is not valid: expected `session` (one budget \
+             per session) or `prompt` (refilled for every prompt)"
+        );
+    }
+
+    // [G2], [G3]: `on` (the default) or `off`; anything else names the variable.
+    #[test]
+    fn decline_rule_g2() {
+        assert_eq!(HookConfig::default().stop_decline_rule, DeclineRule::On);
+        assert_eq!(DeclineRule::parse("off"), Ok(DeclineRule::Off));
+        assert_eq!(DeclineRule::parse(" on"), Ok(DeclineRule::On));
+        for bad in ["", "true", "OFF", "0"] {
+            let err = DeclineRule::parse(bad).unwrap_err();
+            assert_eq!(err.setting, "SPROUT_AGENT_STOP_DECLINE_RULE", "{bad:?}");
+        }
+        let config = HookConfig::default()
+            .with_stop_governance(Some("prompt"), Some("off"))
+            .unwrap();
+        assert_eq!(
+            (config.stop_budget_scope, config.stop_decline_rule),
+            (BudgetScope::Prompt, DeclineRule::Off)
+        );
+        let kept = config.clone().with_stop_governance(None, None).unwrap();
+        assert_eq!(kept, config);
+        let err = HookConfig::default()
+            .with_stop_governance(Some("session"), Some("maybe"))
+            .unwrap_err();
+        assert_eq!(err.setting, "SPROUT_AGENT_STOP_DECLINE_RULE");
     }
 
     #[test]

@@ -73,6 +73,9 @@ pub enum EndReason {
     BudgetSpent,
     /// The model ended again right after an objection \[S2\].
     Declined,
+    /// Hooks are on, but no allowlisted server that is up lists `_Stop`:
+    /// nobody could object \[S5\], \[E7\].
+    NoStopHook,
     /// The model stopped for a reason that is never gated \[S1\].
     Model(StopReason),
     /// The person cancelled the prompt \[T5\].
@@ -91,6 +94,7 @@ impl EndReason {
             EndReason::HooksOff => "hooks_off",
             EndReason::BudgetSpent => "budget_spent",
             EndReason::Declined => "declined",
+            EndReason::NoStopHook => "no_stop_hook",
             EndReason::Model(stop) => stop.as_str(),
             EndReason::Cancelled => "cancelled",
             EndReason::MaxRounds => "max_rounds",
@@ -106,7 +110,8 @@ impl EndReason {
             EndReason::NoObjection
             | EndReason::HooksOff
             | EndReason::BudgetSpent
-            | EndReason::Declined => true,
+            | EndReason::Declined
+            | EndReason::NoStopHook => true,
             EndReason::Model(stop) => !matches!(
                 stop,
                 StopReason::MaxTokens | StopReason::Refusal | StopReason::ContentFilter
@@ -125,6 +130,38 @@ impl fmt::Display for EndReason {
 impl Serialize for EndReason {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.as_str())
+    }
+}
+
+/// Why a session ends, as `_SessionEnd`'s `reason` gives it \[E6\], \[K2\].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SessionEndReason {
+    /// The run is over and the agent exits.
+    Exit,
+    /// The client closed the session (ACP `session/close`).
+    Closed,
+    /// The client went away.
+    Disconnected,
+    /// A signal ends the agent.
+    Signal,
+}
+
+impl SessionEndReason {
+    /// The reason as the hook input names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            SessionEndReason::Exit => "exit",
+            SessionEndReason::Closed => "closed",
+            SessionEndReason::Disconnected => "disconnected",
+            SessionEndReason::Signal => "signal",
+        }
+    }
+}
+
+impl fmt::Display for SessionEndReason {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
     }
 }
 
@@ -173,6 +210,26 @@ pub enum PolicyDecision {
     PromptEnded {
         /// Why.
         reason: EndReason,
+    },
+    /// Answers of `_SessionStart`, `_UserPromptSubmit`, `_PreCompact` (pins)
+    /// or `_PostToolUse` to add (possibly none) \[E1\], \[E2\], \[E4\], \[E5\].
+    Inject {
+        /// The hook point.
+        hook: HookPoint,
+        /// The servers whose text is added, in the order it is added.
+        servers: Vec<ServerName>,
+    },
+    /// `_PreToolUse` decided the tool calls of a turn \[E3\].
+    ToolsGated {
+        /// How many calls were asked about.
+        asked: usize,
+        /// The positions (from 0, in the order asked) of the refused ones.
+        refused: Vec<usize>,
+    },
+    /// `_SessionEnd` was told; its answers are ignored \[E6\].
+    SessionEnded {
+        /// Why the session ends.
+        reason: SessionEndReason,
     },
 }
 

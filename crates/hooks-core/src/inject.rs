@@ -2,10 +2,12 @@
 //! \[I1\]-\[I3\].
 //!
 //! Hook text never becomes a system or user message. Each non-empty answer is
-//! an assistant tool call named `S___Stop` (or `S___PostCompact`) with
+//! an assistant tool call named `S___Stop` (or `S___PostCompact`, …) with
 //! arguments `{}`, followed by its tool result, whose content is one JSON
 //! object made by a JSON encoder. Providers render the pair in their own wire
-//! format; the content string is the same for all of them.
+//! format; the content string is the same for all of them. Answers about a
+//! model's own tool call (`_PreToolUse`, `_PostToolUse`) are the same envelope
+//! in that call's result ([`HookText`]), not a pair of their own.
 
 use crate::prelude::*;
 
@@ -41,6 +43,41 @@ struct Envelope<'a> {
     text: &'a str,
 }
 
+/// The JSON envelope of \[I2\] for `text`, answered by `server` to `hook`.
+fn envelope(hook: HookPoint, server: &ServerName, text: &str) -> String {
+    let envelope = Envelope {
+        hook: hook.tool_name(),
+        server: server.as_str(),
+        text,
+    };
+    // Serialising three string fields cannot fail.
+    serde_json::to_string(&envelope).unwrap_or_default()
+}
+
+/// One hook answer as the JSON envelope of \[I2\], to be used as text content
+/// of a tool result: the error result of a call `_PreToolUse` refused \[E3\],
+/// or extra text after a tool's output \[E4\].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct HookText {
+    /// The hook that answered.
+    pub hook: HookPoint,
+    /// The server that answered.
+    pub server: ServerName,
+    /// The envelope `{"hook", "server", "text"}`.
+    pub content: String,
+}
+
+impl HookText {
+    /// The envelope for `text`, answered by `server` to `hook`.
+    pub fn new(hook: HookPoint, server: &ServerName, text: &str) -> HookText {
+        HookText {
+            hook,
+            server: server.clone(),
+            content: envelope(hook, server, text),
+        }
+    }
+}
+
 impl Injection {
     /// The pair for `text`, answered by `server` (at position `index` in the
     /// configuration) to `hook` in round `round`.
@@ -51,18 +88,12 @@ impl Injection {
         round: u64,
         text: &str,
     ) -> Injection {
-        let envelope = Envelope {
-            hook: hook.tool_name(),
-            server: server.as_str(),
-            text,
-        };
         Injection {
             hook,
             server: server.clone(),
             call_id: format!("sprout-{round}-{index}"),
             tool_name: name::qualify(server, hook.tool_name()),
-            // Serialising three string fields cannot fail.
-            content: serde_json::to_string(&envelope).unwrap_or_default(),
+            content: envelope(hook, server, text),
         }
     }
 
@@ -104,6 +135,17 @@ mod tests {
         let server = ServerName::new("x".repeat(32)).unwrap();
         let inj = Injection::new(HookPoint::PostCompact, &server, 999, u64::MAX, "t");
         assert!(inj.call_id.len() <= 40, "{}", inj.call_id);
+    }
+
+    // [E3], [E4]: the envelope for a model tool call's result is the same JSON.
+    #[test]
+    fn hook_text_is_the_same_envelope_e3() {
+        let server = ServerName::new("gate").unwrap();
+        let text = HookText::new(HookPoint::PreToolUse, &server, "no \"push\"");
+        assert_eq!(
+            text.content,
+            r#"{"hook":"_PreToolUse","server":"gate","text":"no \"push\""}"#
+        );
     }
 
     #[test]

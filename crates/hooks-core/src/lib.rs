@@ -3,12 +3,18 @@
 //!
 //! Any MCP server may expose tools whose bare name starts with `_`: lifecycle
 //! hooks. They are hidden from the model, refused if the model calls them, and
-//! called by the agent itself: `_Stop` when the model wants to end its turn
-//! (non-empty text is an objection and the agent keeps going), `_PostCompact`
-//! after the context was compacted (its text is re-injected). Hooks are
-//! advisory: a per-call deadline, a per-session objection budget and the
+//! called by the agent itself at eight hook points: `_SessionStart` and
+//! `_UserPromptSubmit` (their text is added after the prompt), `_PreToolUse`
+//! (non-empty text refuses that tool call, and the model reads why),
+//! `_PostToolUse` (text after the tool's output), `_Stop` when the model wants
+//! to end its turn (non-empty text is an objection and the agent keeps going),
+//! `_PreCompact` (pins the summary must keep), `_PostCompact` after the context
+//! was compacted (its text is re-injected) and `_SessionEnd` (told, never
+//! waited on for more than a second). A hook gets `{}` unless its input schema
+//! names fields of a fixed table ([`InputField`]). Hooks are advisory: a
+//! per-call deadline, an objection budget (per session or per prompt) and the
 //! "model declined twice" rule keep a slow, buggy or hostile hook from trapping
-//! the agent. The rule ids in brackets (`\[S3\]`) are those of the project's
+//! the agent; a hook point nobody lists costs nothing. The rule ids in brackets (`\[S3\]`) are those of the project's
 //! `SEMANTICS.md`.
 //!
 //! This crate makes every decision of that policy and nothing else.
@@ -45,7 +51,7 @@
 //!     while let Some(output) = session.poll_output() {
 //!         match output {
 //!             Output::StartServer { server } => {
-//!                 let tools = vec!["todo".to_string(), "_Stop".to_string()];
+//!                 let tools = vec![ListedTool::named("todo"), ListedTool::named("_Stop")];
 //!                 session.handle(now, Input::ServerStarted { server, tools }).unwrap();
 //!             }
 //!             Output::CallHook { call, .. } => {
@@ -64,7 +70,7 @@
 //!
 //! session.begin_prompt(now).unwrap();
 //! // The model ends its turn: `_Stop` objects, the loop injects and goes on.
-//! session.end_turn(now, StopReason::EndTurn, 0).unwrap();
+//! session.end_turn(now, StopReason::EndTurn, 0, "Done.").unwrap();
 //! drive(&mut session, now);
 //! let Some(TurnVerdict::Continue { injections }) = session.take_verdict() else { panic!() };
 //! assert_eq!(injections[0].tool_name, "todo___Stop");
@@ -72,9 +78,9 @@
 //!
 //! // The model works, then ends again; nobody objects now.
 //! now = now + std::time::Duration::from_millis(40);
-//! session.end_turn(now, StopReason::ToolUse, 1).unwrap();
+//! session.end_turn(now, StopReason::ToolUse, 1, "").unwrap();
 //! assert_eq!(session.take_verdict(), Some(TurnVerdict::RunTools));
-//! session.end_turn(now, StopReason::EndTurn, 0).unwrap();
+//! session.end_turn(now, StopReason::EndTurn, 0, "Done now.").unwrap();
 //! drive(&mut session, now);
 //! assert_eq!(session.take_verdict(), Some(TurnVerdict::End { reason: EndReason::NoObjection }));
 //! assert_eq!(session.budget_used(), 1);
@@ -82,9 +88,11 @@
 //!
 //! Each question has its own call and its own answer type, so an answer that
 //! cannot happen does not type-check: [`Session::end_turn`] is answered by a
-//! [`TurnVerdict`] ([`Session::take_verdict`]), [`Session::compacted`] by the
-//! pairs to re-inject ([`Session::take_reinjections`]), [`Session::abort`] at
-//! once by an [`EndReason`]. A real driver does not answer inline: it starts
+//! [`TurnVerdict`] ([`Session::take_verdict`]), [`Session::tools_requested`]
+//! by one [`ToolGate`] per call ([`Session::take_tool_gates`]),
+//! [`Session::compacted`] by the pairs to re-inject
+//! ([`Session::take_reinjections`]), [`Session::abort`] at once by an
+//! [`EndReason`]; the [`session`] module has the whole table. A real driver does not answer inline: it starts
 //! the calls, then waits for the first of (a reply, the deadline from
 //! [`Session::poll_timeout`], a cancellation) and feeds that in, until the
 //! answer is there.
@@ -92,15 +100,17 @@
 //! # Map
 //!
 //! - [`name`]: server names, qualified tool names, hook points \[N1\]-\[N3\], \[H1\].
-//! - [`config`]: the allowlist, the deadline and the budget, validated \[A1\]-\[A2\],
-//!   \[C1\]-\[C2\].
-//! - [`catalog`]: sorting a listing into model tools and hooks, with warnings
-//!   \[N3\], \[N4\], \[H2\], \[H4\].
+//! - [`config`]: the allowlist, the deadline, the budget and stop governance,
+//!   validated \[A1\]-\[A2\], \[C1\]-\[C2\], \[G1\]-\[G2\].
+//! - [`catalog`]: sorting a listing into model tools and hooks, with what each
+//!   hook's schema asked for and warnings \[N3\], \[N4\], \[H2\], \[H4\], \[K4\].
+//! - [`input`]: hook input by schema \[K1\]-\[K3\].
 //! - [`answer`]: reading a reply into an [`Outcome`] \[R1\]-\[R4\].
-//! - [`inject`]: the synthetic call/result pairs \[I1\]-\[I2\].
+//! - [`inject`]: the synthetic call/result pairs and the envelope \[I1\]-\[I2\].
 //! - [`event`]: events and reasons \[O1\], \[S5\].
-//! - [`session`]: the state machine: rounds, the `_Stop` and `_PostCompact`
-//!   policy, deadlines, kills and restarts \[S1\]-\[S6\], \[P1\]-\[P3\], \[T1\]-\[T5\].
+//! - [`session`]: the state machine: one round mechanism for every hook point,
+//!   the policy of each, deadlines, kills and restarts \[S1\]-\[S6\],
+//!   \[P1\]-\[P3\], \[E1\]-\[E7\], \[R5\], \[C4\], \[T1\]-\[T5\].
 
 #![no_std]
 // Every public item says what it is for: this crate is used on its own.
@@ -118,7 +128,6 @@ mod prelude {
     pub(crate) use alloc::string::String;
     #[cfg(test)]
     pub(crate) use alloc::string::ToString;
-    #[cfg(test)]
     pub(crate) use alloc::vec;
     pub(crate) use alloc::vec::Vec;
 }
@@ -128,18 +137,24 @@ pub mod catalog;
 pub mod config;
 pub mod event;
 pub mod inject;
+pub mod input;
 pub mod name;
 pub mod session;
 pub mod time;
 
 pub use answer::{ErrorKind, HookReply, Outcome, ReplyPart};
-pub use catalog::{ModelTool, ServerTools, Warning};
-pub use config::{Allowlist, ConfigError, HookConfig, HookTimeout, StopBudget};
-pub use event::{DownCause, EndReason, Event, PolicyDecision, RoundId, StopReason};
-pub use inject::Injection;
+pub use catalog::{ListedHook, ModelTool, ServerTools, Warning};
+pub use config::{
+    Allowlist, BudgetScope, ConfigError, DeclineRule, HookConfig, HookTimeout, StopBudget,
+};
+pub use event::{
+    DownCause, EndReason, Event, PolicyDecision, RoundId, SessionEndReason, StopReason,
+};
+pub use inject::{HookText, Injection};
+pub use input::{HookInput, InputField, ListedTool};
 pub use name::{HookPoint, ServerName, ServerNameError};
 pub use session::{
-    AbortReason, AskError, CallId, Input, Output, ServerId, ServerState, Session, SetupError,
-    TurnVerdict, UsageError,
+    AbortReason, AskError, CallId, HookContext, Input, Output, ServerId, ServerSetup, ServerState,
+    Session, SetupError, ToolGate, ToolRun, ToolUse, TurnVerdict, UsageError,
 };
 pub use time::Time;

@@ -186,24 +186,51 @@ pub fn check_model_name(qualified: &str, bare: &str) -> Result<(), ModelNameProb
     Ok(())
 }
 
-/// A hook point the agent calls \[H4\].
+/// A hook point the agent calls \[H4\], \[E1\]-\[E6\].
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum HookPoint {
+    /// `_SessionStart`: a session begins (or resumes) \[E1\].
+    SessionStart,
+    /// `_UserPromptSubmit`: a prompt arrived \[E2\].
+    UserPromptSubmit,
+    /// `_PreToolUse`: the model asked for a tool call \[E3\].
+    PreToolUse,
+    /// `_PostToolUse`: a tool call ran \[E4\].
+    PostToolUse,
     /// `_Stop`: the model wants to end its turn.
     Stop,
+    /// `_PreCompact`: the context is about to be compacted \[E5\].
+    PreCompact,
     /// `_PostCompact`: the context was compacted.
     PostCompact,
+    /// `_SessionEnd`: the session ends \[E6\].
+    SessionEnd,
 }
 
 impl HookPoint {
-    /// Every hook point, in a fixed order.
-    pub const ALL: [HookPoint; 2] = [HookPoint::Stop, HookPoint::PostCompact];
+    /// Every hook point, in the order of a session's life.
+    pub const ALL: [HookPoint; 8] = [
+        HookPoint::SessionStart,
+        HookPoint::UserPromptSubmit,
+        HookPoint::PreToolUse,
+        HookPoint::PostToolUse,
+        HookPoint::Stop,
+        HookPoint::PreCompact,
+        HookPoint::PostCompact,
+        HookPoint::SessionEnd,
+    ];
 
-    /// The bare tool name: `_Stop` or `_PostCompact`.
+    /// The bare tool name: `_Stop`, `_PostCompact`, ….
     pub const fn tool_name(self) -> &'static str {
         match self {
+            HookPoint::SessionStart => "_SessionStart",
+            HookPoint::UserPromptSubmit => "_UserPromptSubmit",
+            HookPoint::PreToolUse => "_PreToolUse",
+            HookPoint::PostToolUse => "_PostToolUse",
             HookPoint::Stop => "_Stop",
+            HookPoint::PreCompact => "_PreCompact",
             HookPoint::PostCompact => "_PostCompact",
+            HookPoint::SessionEnd => "_SessionEnd",
         }
     }
 
@@ -334,6 +361,13 @@ mod tests {
             Some(HookPoint::PostCompact)
         );
         assert_eq!(HookPoint::from_tool_name("_stop"), None);
-        assert_eq!(HookPoint::from_tool_name("_PreToolUse"), None);
+        assert_eq!(
+            HookPoint::from_tool_name("_PreToolUse"),
+            Some(HookPoint::PreToolUse)
+        );
+        assert_eq!(HookPoint::from_tool_name("_SubagentStart"), None);
+        for hook in HookPoint::ALL {
+            assert_eq!(HookPoint::from_tool_name(hook.tool_name()), Some(hook));
+        }
     }
 }

@@ -2,17 +2,35 @@
 //!
 //! [`Session`] takes what happened ([`Input`], each with the current
 //! [`Time`]) and the loop's questions, one method each with its own answer
-//! type: [`Session::end_turn`] is answered by a [`TurnVerdict`],
-//! [`Session::compacted`] by the pairs to re-inject, [`Session::abort`] at once
-//! by an [`EndReason`]. It queues what the driver must do and what to report
-//! ([`Output`]) for [`Session::poll_output`]. It never waits: when it needs to
-//! be woken, it says when through [`Session::poll_timeout`], and the driver
-//! calls [`Session::handle_timeout`] then.
+//! type:
 //!
-//! What it decides: which servers to call for a hook round and by when
-//! \[T1\]; what their answers mean \[R1\]-\[R4\]; whether the prompt goes on or ends,
-//! and why \[S1\]-\[S5\]; what to inject \[I1\]-\[I3\], \[P1\]-\[P3\]; which call to cancel,
-//! which server to kill, and when a server may be restarted \[T2\]-\[T5\].
+//! | question | hook point | answer, taken with |
+//! |---|---|---|
+//! | [`Session::session_start`] | `_SessionStart` \[E1\] | pairs, [`Session::take_session_context`] |
+//! | [`Session::prompt_submitted`] | `_UserPromptSubmit` \[E2\] | pairs, [`Session::take_prompt_context`] |
+//! | [`Session::tools_requested`] | `_PreToolUse` \[E3\] | one [`ToolGate`] per call, [`Session::take_tool_gates`] |
+//! | [`Session::tools_ran`] | `_PostToolUse` \[E4\] | extra [`HookText`]s per call, [`Session::take_tool_notes`] |
+//! | [`Session::end_turn`] | `_Stop` \[S1\]-\[S5\] | a [`TurnVerdict`], [`Session::take_verdict`] |
+//! | [`Session::compacting`] | `_PreCompact` \[E5\] | pins as pairs, [`Session::take_pins`] |
+//! | [`Session::compacted`] | `_PostCompact` \[P1\]-\[P3\] | pairs, [`Session::take_reinjections`] |
+//! | [`Session::session_end`] | `_SessionEnd` \[E6\] | done, [`Session::take_session_end`] |
+//! | [`Session::abort`] | none | an [`EndReason`], at once |
+//!
+//! Every hook point runs through one round mechanism: the allowlisted servers
+//! that are up and list the hook are called at once, each call with its own
+//! deadline \[T1\], \[C4\] and the input its schema asked for \[K1\]-\[K3\]; a hook
+//! point nobody up lists costs nothing \[E7\]. The core queues what the driver
+//! must do and what to report ([`Output`]) for [`Session::poll_output`]. It
+//! never waits: when it needs to be woken, it says when through
+//! [`Session::poll_timeout`], and the driver calls [`Session::handle_timeout`]
+//! then.
+//!
+//! What it decides: which servers to call for a hook round, with what input
+//! and by when \[T1\], \[K1\]; what their answers mean \[R1\]-\[R5\]; whether the
+//! prompt goes on or ends, and why \[S1\]-\[S5\], \[G1\]-\[G2\]; what to inject
+//! \[I1\]-\[I3\], \[P1\]-\[P3\], \[E1\]-\[E5\]; which tool call is refused \[E3\];
+//! which call to cancel, which server to kill, and when a server may be
+//! restarted \[T2\]-\[T5\].
 //!
 //! What it does not do: start processes, send requests, keep the history, or
 //! read a clock. Those belong to the driver (`hooks-mcp`) and the loop
@@ -24,11 +42,16 @@ use alloc::collections::VecDeque;
 use core::fmt;
 use core::time::Duration;
 
-use crate::answer::{HookReply, Outcome};
+use serde_json::{Map, Value};
+
+use crate::answer::{HookReply, Outcome, cut};
 use crate::catalog::{ModelTool, ServerTools, Warning};
-use crate::config::HookConfig;
-use crate::event::{DownCause, EndReason, Event, PolicyDecision, RoundId, StopReason};
-use crate::inject::Injection;
+use crate::config::{BudgetScope, DeclineRule, HookConfig, HookTimeout};
+use crate::event::{
+    DownCause, EndReason, Event, PolicyDecision, RoundId, SessionEndReason, StopReason,
+};
+use crate::inject::{HookText, Injection};
+use crate::input::{Facts, InputField, ListedTool};
 use crate::name::{self, HookPoint, ServerName};
 use crate::time::Time;
 
@@ -38,6 +61,12 @@ pub const FAILURE_LIMIT: u32 = 3;
 
 /// The wait before the first restart; it doubles with each failure \[T4\].
 pub const RESTART_BACKOFF: Duration = Duration::from_millis(250);
+
+/// The longest a `_SessionEnd` call may take, whatever the hook timeout \[E6\].
+pub const SESSION_END_DEADLINE: Duration = Duration::from_secs(1);
+
+/// What one round may inject, all servers together, in bytes \[R5\].
+pub const MAX_ROUND_INJECTION_BYTES: usize = 64 * 1024;
 
 /// Consecutive hook timeouts that get a server killed \[T3\].
 const TIMEOUTS_TO_KILL: u32 = 2;
@@ -78,17 +107,71 @@ impl From<AbortReason> for EndReason {
     }
 }
 
+/// One configured server: its name and, if its configuration entry has one,
+/// its own hook timeout \[C4\].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ServerSetup {
+    /// The server's name \[N1\].
+    pub name: ServerName,
+    /// Overrides [`HookConfig::timeout`] for this server's hook calls \[C4\].
+    pub hook_timeout: Option<HookTimeout>,
+}
+
+impl From<ServerName> for ServerSetup {
+    /// A server with the session's hook timeout.
+    fn from(name: ServerName) -> ServerSetup {
+        ServerSetup {
+            name,
+            hook_timeout: None,
+        }
+    }
+}
+
+/// What only the loop knows about the session, given to hooks that ask for
+/// it (`session_id`, `cwd`) \[K2\].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct HookContext {
+    /// The agent's session id.
+    pub session_id: String,
+    /// The agent's working directory.
+    pub cwd: String,
+}
+
+/// One model tool call that resolved to a real tool ([`Session::resolve`]),
+/// about to run \[E3\].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolUse {
+    /// Its server.
+    pub server: ServerId,
+    /// Its bare tool name.
+    pub tool: String,
+    /// Its arguments, as the model gave them.
+    pub arguments: Value,
+}
+
+/// One model tool call that ran \[E4\].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ToolRun {
+    /// The call.
+    pub call: ToolUse,
+    /// The text of its result.
+    pub output: String,
+    /// Whether its result is an error.
+    pub is_error: bool,
+}
+
 /// Something that happened to a server or a hook call, fed to
 /// [`Session::handle`]. The loop's questions are methods of their own
-/// ([`Session::end_turn`], [`Session::compacted`], [`Session::abort`]).
+/// ([`Session::end_turn`], [`Session::compacted`], …).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Input {
-    /// A server started (or restarted) and listed these bare tool names.
+    /// A server started (or restarted) and listed these tools.
     ServerStarted {
         /// The server.
         server: ServerId,
-        /// Its `tools/list`, all pages, in order.
-        tools: Vec<String>,
+        /// Its `tools/list`, all pages, in order: names and, for hooks, the
+        /// property names of their input schemas \[K1\].
+        tools: Vec<ListedTool>,
     },
     /// A start or restart failed.
     ServerStartFailed {
@@ -123,13 +206,13 @@ pub enum Input {
 /// [`Session::poll_output`].
 ///
 /// Outputs are work and reports, never answers: a question's answer waits
-/// in its own slot ([`Session::take_verdict`], [`Session::take_reinjections`])
-/// and is ready once the step that decides it has queued everything it does
+/// in its own slot ([`Session::take_verdict`], [`Session::take_reinjections`],
+/// …) and is ready once the step that decides it has queued everything it does
 /// (the round's calls, cancellations, kills, and the events that report them).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum Output {
-    /// Call `hook` on `server` with input `{}` \[H5\]; `deadline` is when the
-    /// core will give up on it \[T1\].
+    /// Call `hook` on `server` with input `arguments` \[H5\], \[K1\]; `deadline`
+    /// is when the core will give up on it \[T1\].
     CallHook {
         /// The call, to name in [`Input::HookReplied`].
         call: CallId,
@@ -137,6 +220,8 @@ pub enum Output {
         server: ServerId,
         /// The hook point.
         hook: HookPoint,
+        /// The input to send: `{}` unless the hook's schema named fields.
+        arguments: Map<String, Value>,
         /// The call's deadline.
         deadline: Time,
     },
@@ -181,6 +266,32 @@ pub enum TurnVerdict {
     },
 }
 
+/// The answer to [`Session::tools_requested`] for one tool call \[E3\].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ToolGate {
+    /// Run it: nobody refused (empty, error and timeout all mean run).
+    Run,
+    /// Do not run it: its result is an error result whose content is these
+    /// envelopes, one text item each, so the model sees why.
+    Refused {
+        /// In configuration order \[I3\]; never empty.
+        refusals: Vec<HookText>,
+    },
+}
+
+/// A decided answer, waiting to be taken by its typed getter.
+#[derive(Debug)]
+enum Answer {
+    SessionContext(Vec<Injection>),
+    PromptContext(Vec<Injection>),
+    Gates(Vec<ToolGate>),
+    Notes(Vec<Vec<HookText>>),
+    Turn(TurnVerdict),
+    Pins(Vec<Injection>),
+    Reinject(Vec<Injection>),
+    SessionEnd,
+}
+
 /// Why a driver's question got no answer. The core's own questions fail only
 /// with a [`UsageError`]; a driver that waits for a hook round and can be
 /// cancelled adds [`AskError::Cancelled`].
@@ -211,13 +322,6 @@ impl fmt::Display for AskError {
 
 impl core::error::Error for AskError {}
 
-/// A decided answer, waiting to be taken by its typed getter.
-#[derive(Debug)]
-enum Answer {
-    Turn(TurnVerdict),
-    Reinject(Vec<Injection>),
-}
-
 /// A misuse of the API: an input that cannot happen in the current state.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum UsageError {
@@ -229,6 +333,8 @@ pub enum UsageError {
     RoundInFlight,
     /// A [`ServerId`] that is not in the configuration.
     UnknownServer(ServerId),
+    /// A question after [`Session::session_end`].
+    SessionEnded,
 }
 
 impl fmt::Display for UsageError {
@@ -240,6 +346,7 @@ impl fmt::Display for UsageError {
                 f.write_str("a hook round is in flight; wait for its answer")
             }
             UsageError::UnknownServer(id) => write!(f, "no server has id {}", id.0),
+            UsageError::SessionEnded => f.write_str("the session has ended"),
         }
     }
 }
@@ -288,6 +395,8 @@ pub enum ServerState {
 struct Server {
     name: ServerName,
     may_hook: bool,
+    /// This server's own hook timeout \[C4\], else the session's.
+    hook_timeout: HookTimeout,
     /// The latest listing; kept while the server is down so that it can be
     /// restarted on use.
     tools: ServerTools,
@@ -305,6 +414,10 @@ struct Server {
 struct PendingCall {
     id: CallId,
     server: ServerId,
+    /// Which of the question's subjects (tool calls; else the only one) it
+    /// asks about.
+    subject: usize,
+    deadline: Time,
     outcome: Option<Outcome>,
 }
 
@@ -312,22 +425,23 @@ struct PendingCall {
 struct Round {
     id: RoundId,
     hook: HookPoint,
+    /// How many subjects the question asked about.
+    subjects: usize,
     started: Time,
-    deadline: Time,
-    /// In configuration order, which is the injection order \[I3\].
+    /// Grouped by server in configuration order, which is the injection
+    /// order \[I3\], then by subject.
     calls: Vec<PendingCall>,
 }
 
-#[derive(Debug)]
-enum Phase {
-    /// No prompt runs.
-    Idle,
-    /// A prompt runs and no round is in flight. `objected`: the last model
-    /// response of this prompt was an end-of-turn that `_Stop` objected to,
-    /// and no tool call came since \[S2\].
-    Prompt { objected: bool },
-    /// A hook round is in flight. `objected` is kept for after the round.
-    Round { round: Round, objected: bool },
+/// A running prompt.
+#[derive(Debug, Default)]
+struct Prompt {
+    /// The last model response of this prompt was an end-of-turn that
+    /// `_Stop` objected to, and no tool call came since \[S2\].
+    objected: bool,
+    /// `_Stop` questions asked in this prompt: the next round's `attempt`
+    /// is one more \[K2\].
+    stop_rounds: u32,
 }
 
 /// The hook policy of one agent session. See the crate docs for the drive loop.
@@ -336,10 +450,22 @@ pub struct Session {
     config: HookConfig,
     /// In configuration order; `ServerId` indexes it.
     servers: Vec<Server>,
-    phase: Phase,
-    /// Objected end-of-turns in this session \[S3\].
+    prompt: Option<Prompt>,
+    /// The hook round in flight. Invariant: `Some` only while a prompt runs,
+    /// or for `_SessionEnd` after the last one.
+    round: Option<Round>,
+    /// Objected end-of-turns in this session, or in this prompt for
+    /// [`BudgetScope::Prompt`] \[S3\], \[G1\].
     /// Invariant: at most `config.stop_budget`.
     budget_used: u32,
+    /// The loop's facts for every hook (`session_id`, `cwd`), once
+    /// [`Session::session_start`] gave them.
+    context: Option<HookContext>,
+    /// What the last `_PreCompact` round pinned, for the next `_PostCompact`
+    /// input \[E5\], \[K2\].
+    pins: Vec<(ServerName, String)>,
+    /// Why the session ended, once [`Session::session_end`] was asked.
+    ended: Option<SessionEndReason>,
     next_round: u64,
     next_call: u64,
     /// The latest time seen; inputs that carry an earlier time use this one.
@@ -350,19 +476,24 @@ pub struct Session {
 }
 
 impl Session {
-    /// A session over `servers`, in configuration order. Queues a
-    /// [`Output::StartServer`] for each, and a warning for every allowlist
+    /// A session over `servers`, in configuration order: [`ServerName`]s, or
+    /// [`ServerSetup`]s for servers with their own hook timeout \[C4\]. Queues
+    /// a [`Output::StartServer`] for each, and a warning for every allowlist
     /// entry that names no server \[A3\].
-    pub fn new(config: HookConfig, servers: Vec<ServerName>) -> Result<Session, SetupError> {
-        for (i, name) in servers.iter().enumerate() {
-            if servers[..i].contains(name) {
-                return Err(SetupError::DuplicateServer(name.clone()));
+    pub fn new<S: Into<ServerSetup>>(
+        config: HookConfig,
+        servers: Vec<S>,
+    ) -> Result<Session, SetupError> {
+        let servers: Vec<ServerSetup> = servers.into_iter().map(Into::into).collect();
+        for (i, setup) in servers.iter().enumerate() {
+            if servers[..i].iter().any(|s| s.name == setup.name) {
+                return Err(SetupError::DuplicateServer(setup.name.clone()));
             }
         }
         let mut outputs = VecDeque::new();
         if let crate::config::Allowlist::Names(listed) = &config.allowlist {
             for entry in listed {
-                if !servers.iter().any(|s| s.as_str() == entry) {
+                if !servers.iter().any(|s| s.name.as_str() == entry) {
                     outputs.push_back(Output::Event(Event::Warning(
                         Warning::UnknownAllowlistEntry {
                             name: entry.clone(),
@@ -373,9 +504,10 @@ impl Session {
         }
         let servers: Vec<Server> = servers
             .into_iter()
-            .map(|name| Server {
-                may_hook: config.allowlist.allows(name.as_str()),
-                name,
+            .map(|setup| Server {
+                may_hook: config.allowlist.allows(setup.name.as_str()),
+                hook_timeout: setup.hook_timeout.unwrap_or(config.timeout),
+                name: setup.name,
                 tools: ServerTools::default(),
                 state: ServerState::Starting,
                 consecutive_timeouts: 0,
@@ -387,8 +519,12 @@ impl Session {
         let mut session = Session {
             config,
             servers,
-            phase: Phase::Idle,
+            prompt: None,
+            round: None,
             budget_used: 0,
+            context: None,
+            pins: Vec::new(),
+            ended: None,
             next_round: 1,
             next_call: 1,
             now: Time::ZERO,
@@ -429,6 +565,12 @@ impl Session {
         self.servers[id.0].state
     }
 
+    /// The deadline of this server's hook calls: its own \[C4\] or the
+    /// session's \[C1\]. Panics on an id not from this session.
+    pub fn hook_timeout(&self, id: ServerId) -> HookTimeout {
+        self.servers[id.0].hook_timeout
+    }
+
     /// Whether the allowlist lets this server hook \[A2\].
     pub fn may_hook(&self, id: ServerId) -> bool {
         self.servers[id.0].may_hook
@@ -462,26 +604,30 @@ impl Session {
         s.tools.model_tool(bare).map(|t| (id, t.bare.as_str()))
     }
 
-    /// `_Stop` objections charged so far in this session \[S3\].
+    /// `_Stop` objections charged so far in the budget's scope: the session,
+    /// or the running (else the last) prompt \[S3\], \[G1\].
     pub fn budget_used(&self) -> u32 {
         self.budget_used
     }
 
     /// Whether a prompt is running.
     pub fn in_prompt(&self) -> bool {
-        !matches!(self.phase, Phase::Idle)
+        self.prompt.is_some()
     }
 
-    /// When the core next needs [`Session::handle_timeout`]: the deadline of
-    /// the round in flight, if any. Only [`Session::handle`] and
-    /// [`Session::handle_timeout`] change the answer, so a driver asks again
-    /// after each of them.
+    /// When the core next needs [`Session::handle_timeout`]: the earliest
+    /// deadline of a call in flight, if any. Only [`Session::handle`],
+    /// [`Session::handle_timeout`] and the questions change the answer, so a
+    /// driver asks again after each of them.
     #[must_use]
     pub fn poll_timeout(&self) -> Option<Time> {
-        match &self.phase {
-            Phase::Round { round, .. } => Some(round.deadline),
-            _ => None,
-        }
+        let round = self.round.as_ref()?;
+        round
+            .calls
+            .iter()
+            .filter(|c| c.outcome.is_none())
+            .map(|c| c.deadline)
+            .min()
     }
 
     /// The next output, if any. Drain it after every input and question:
@@ -520,49 +666,164 @@ impl Session {
         Ok(())
     }
 
-    /// A prompt begins.
+    /// A prompt begins. With [`BudgetScope::Prompt`] the `_Stop` budget is
+    /// refilled \[G1\].
     pub fn begin_prompt(&mut self, now: Time) -> Result<(), UsageError> {
         self.now = self.now.max(now);
-        match self.phase {
-            Phase::Idle => {
-                self.phase = Phase::Prompt { objected: false };
-                self.answer = None;
-                self.restart_unlisted();
-                Ok(())
-            }
-            _ => Err(UsageError::PromptRunning),
+        if self.ended.is_some() {
+            return Err(UsageError::SessionEnded);
         }
+        if self.prompt.is_some() {
+            return Err(UsageError::PromptRunning);
+        }
+        self.prompt = Some(Prompt::default());
+        self.answer = None;
+        if self.config.stop_budget_scope == BudgetScope::Prompt {
+            self.budget_used = 0;
+        }
+        self.restart_unlisted();
+        Ok(())
     }
 
-    /// The model answered with `stop` and `tool_calls` tool calls: may the
-    /// turn end? Answered by a [`TurnVerdict`] in [`Session::take_verdict`],
-    /// at once or after a `_Stop` round \[S1\]-\[S5\].
+    /// The session starts (or resumes) \[E1\]: asked once, in its first
+    /// prompt, before the first model request. `context` is what every
+    /// later hook may be given as `session_id` and `cwd` \[K2\]. Answered by
+    /// the `_SessionStart` pairs (possibly none) to append after the prompt,
+    /// in [`Session::take_session_context`].
+    pub fn session_start(&mut self, now: Time, context: HookContext) -> Result<(), UsageError> {
+        self.ready(now)?;
+        self.context = Some(context);
+        self.ask(HookPoint::SessionStart, vec![Facts::default()]);
+        Ok(())
+    }
+
+    /// A prompt arrived, with this text \[E2\]: asked before its first model
+    /// request. Answered by the `_UserPromptSubmit` pairs (possibly none) to
+    /// append right after the prompt, in [`Session::take_prompt_context`]. It
+    /// cannot refuse the prompt.
+    pub fn prompt_submitted(&mut self, now: Time, prompt: &str) -> Result<(), UsageError> {
+        self.ready(now)?;
+        let mut facts = Facts::default();
+        facts.set_str(InputField::Prompt, prompt);
+        self.ask(HookPoint::UserPromptSubmit, vec![facts]);
+        Ok(())
+    }
+
+    /// The model asked for these tool calls, each resolved to a real tool
+    /// \[E3\] (a call that resolves to nothing or to a hook is never asked
+    /// about \[H3\]). All are asked about in one round, in parallel. Answered
+    /// by one [`ToolGate`] per call, in the order given, in
+    /// [`Session::take_tool_gates`].
+    pub fn tools_requested(&mut self, now: Time, calls: Vec<ToolUse>) -> Result<(), UsageError> {
+        self.ready(now)?;
+        for call in &calls {
+            self.check(call.server)?;
+        }
+        let subjects = calls.iter().map(|c| self.tool_facts(c)).collect();
+        self.ask(HookPoint::PreToolUse, subjects);
+        Ok(())
+    }
+
+    /// These tool calls ran (never one [`ToolGate::Refused`]) \[E4\].
+    /// Answered by the `_PostToolUse` envelopes to append to each call's
+    /// result after its own output (possibly none), one list per call in the
+    /// order given, in [`Session::take_tool_notes`].
+    pub fn tools_ran(&mut self, now: Time, runs: Vec<ToolRun>) -> Result<(), UsageError> {
+        self.ready(now)?;
+        for run in &runs {
+            self.check(run.call.server)?;
+        }
+        let subjects = runs
+            .iter()
+            .map(|run| {
+                let mut facts = self.tool_facts(&run.call);
+                facts.set_str(InputField::Output, &run.output);
+                facts.set(InputField::IsError, Value::Bool(run.is_error));
+                facts
+            })
+            .collect();
+        self.ask(HookPoint::PostToolUse, subjects);
+        Ok(())
+    }
+
+    /// The model answered with `stop`, `tool_calls` tool calls and the text
+    /// `last_assistant_message`: may the turn end? Answered by a
+    /// [`TurnVerdict`] in [`Session::take_verdict`], at once or after a
+    /// `_Stop` round \[S1\]-\[S5\], \[G1\]-\[G2\].
     pub fn end_turn(
         &mut self,
         now: Time,
         stop: StopReason,
         tool_calls: usize,
+        last_assistant_message: &str,
     ) -> Result<(), UsageError> {
-        self.now = self.now.max(now);
-        let objected = self.prompt_ready()?;
-        self.answer = None;
-        self.on_model(objected, stop, tool_calls);
+        self.ready(now)?;
+        self.on_model(stop, tool_calls, last_assistant_message);
         Ok(())
     }
 
-    /// The history was compacted, removing `removed_messages` messages
-    /// \[P1\]: what goes back in? Answered by the `_PostCompact` pairs
-    /// (possibly none) in [`Session::take_reinjections`], at once or after a
-    /// round \[P2\].
-    pub fn compacted(&mut self, now: Time, removed_messages: usize) -> Result<(), UsageError> {
-        self.now = self.now.max(now);
-        let objected = self.prompt_ready()?;
-        self.answer = None;
-        if removed_messages == 0 || self.config.allowlist.is_off() {
+    /// The history is about to be compacted because it passed its threshold
+    /// \[E5\]. Answered by the `_PreCompact` pins (possibly none) in
+    /// [`Session::take_pins`]: the loop gives their text to the summariser
+    /// and keeps the pairs verbatim in the fresh history; the next
+    /// [`Session::compacted`] gives them to `_PostCompact` as `pins`.
+    pub fn compacting(&mut self, now: Time) -> Result<(), UsageError> {
+        self.ready(now)?;
+        self.pins.clear();
+        let mut facts = Facts::default();
+        facts.set_str(InputField::Reason, "threshold");
+        self.ask(HookPoint::PreCompact, vec![facts]);
+        Ok(())
+    }
+
+    /// The history was compacted, removing `removed_messages` messages, with
+    /// `summary` after a summary handoff (`None` after the truncation
+    /// fallback) \[P1\]: what goes back in? Answered by the `_PostCompact`
+    /// pairs (possibly none) in [`Session::take_reinjections`], at once or
+    /// after a round \[P2\].
+    pub fn compacted(
+        &mut self,
+        now: Time,
+        removed_messages: usize,
+        summary: Option<&str>,
+    ) -> Result<(), UsageError> {
+        self.ready(now)?;
+        let pins = core::mem::take(&mut self.pins);
+        if removed_messages == 0 {
             self.answer = Some(Answer::Reinject(Vec::new()));
-        } else {
-            self.start_round(HookPoint::PostCompact, objected);
+            return Ok(());
         }
+        let mut facts = Facts::default();
+        if let Some(summary) = summary {
+            facts.set_str(InputField::Summary, summary);
+        }
+        let pins = pins
+            .iter()
+            .map(|(server, text)| serde_json::json!({"server": server.as_str(), "text": text}))
+            .collect();
+        facts.set(InputField::Pins, Value::Array(pins));
+        self.ask(HookPoint::PostCompact, vec![facts]);
+        Ok(())
+    }
+
+    /// The session ends, for `reason` \[E6\]: asked once, when no prompt runs
+    /// (abort a running one first). Every call's deadline is at most
+    /// [`SESSION_END_DEADLINE`]; the answers are ignored. Answered when the
+    /// round is over, in [`Session::take_session_end`]. No question may
+    /// follow.
+    pub fn session_end(&mut self, now: Time, reason: SessionEndReason) -> Result<(), UsageError> {
+        self.now = self.now.max(now);
+        if self.ended.is_some() {
+            return Err(UsageError::SessionEnded);
+        }
+        if self.prompt.is_some() {
+            return Err(UsageError::PromptRunning);
+        }
+        self.answer = None;
+        self.ended = Some(reason);
+        let mut facts = Facts::default();
+        facts.set_str(InputField::Reason, reason.as_str());
+        self.ask(HookPoint::SessionEnd, vec![facts]);
         Ok(())
     }
 
@@ -571,219 +832,12 @@ impl Session {
     /// the prompt ended \[S5\].
     pub fn abort(&mut self, now: Time, reason: AbortReason) -> Result<EndReason, UsageError> {
         self.now = self.now.max(now);
+        if self.prompt.is_none() {
+            return Err(UsageError::NoPrompt);
+        }
         self.answer = None;
-        self.on_abort(reason)
-    }
-
-    /// The answer to [`Session::end_turn`], once decided; taken once.
-    #[must_use]
-    pub fn take_verdict(&mut self) -> Option<TurnVerdict> {
-        match self.answer.take() {
-            Some(Answer::Turn(verdict)) => Some(verdict),
-            other => {
-                self.answer = other;
-                None
-            }
-        }
-    }
-
-    /// The answer to [`Session::compacted`], once decided: the pairs to append
-    /// before the next request, in configuration order \[I3\]; taken once.
-    #[must_use]
-    pub fn take_reinjections(&mut self) -> Option<Vec<Injection>> {
-        match self.answer.take() {
-            Some(Answer::Reinject(injections)) => Some(injections),
-            other => {
-                self.answer = other;
-                None
-            }
-        }
-    }
-
-    /// Tells the core that `now` has come: calls past their deadline time out
-    /// \[T1\]-\[T3\], and the round they belonged to is decided.
-    pub fn handle_timeout(&mut self, now: Time) {
-        self.now = self.now.max(now);
-        let Phase::Round { round, .. } = &self.phase else {
-            return;
-        };
-        if self.now < round.deadline {
-            return;
-        }
-        let expired: Vec<(usize, ServerId)> = round
-            .calls
-            .iter()
-            .enumerate()
-            .filter(|(_, c)| c.outcome.is_none())
-            .map(|(i, c)| (i, c.server))
-            .collect();
-        for (index, server) in expired {
-            let s = &mut self.servers[server.0];
-            s.consecutive_timeouts += 1;
-            let kill = s.consecutive_timeouts >= TIMEOUTS_TO_KILL;
-            let call = self.call_at(index);
-            let outcome = if kill {
-                self.outputs.push_back(Output::KillServer { server });
-                Outcome::Killed
-            } else {
-                self.outputs.push_back(Output::CancelCall { call });
-                Outcome::Timeout
-            };
-            self.resolve_call(index, outcome);
-            if kill {
-                self.go_down(server, DownCause::Killed);
-            }
-        }
-        self.decide_if_done();
-    }
-
-    fn check(&self, id: ServerId) -> Result<ServerId, UsageError> {
-        if id.0 < self.servers.len() {
-            Ok(id)
-        } else {
-            Err(UsageError::UnknownServer(id))
-        }
-    }
-
-    /// The prompt's `objected` flag if a prompt runs with no round in flight.
-    fn prompt_ready(&self) -> Result<bool, UsageError> {
-        match self.phase {
-            Phase::Idle => Err(UsageError::NoPrompt),
-            Phase::Round { .. } => Err(UsageError::RoundInFlight),
-            Phase::Prompt { objected } => Ok(objected),
-        }
-    }
-
-    fn on_model(&mut self, objected: bool, stop: StopReason, tool_calls: usize) {
-        // [S1]: only an end-of-turn without tool calls is gated.
-        if tool_calls > 0 {
-            // [S2]: a tool call between two end-of-turns resets the rule.
-            self.phase = Phase::Prompt { objected: false };
-            self.answer = Some(Answer::Turn(TurnVerdict::RunTools));
-            return;
-        }
-        let reason = if stop != StopReason::EndTurn {
-            EndReason::Model(stop)
-        } else if self.config.allowlist.is_off() {
-            EndReason::HooksOff // [A1]
-        } else if objected {
-            EndReason::Declined // [S2]
-        } else if self.budget_used >= self.config.stop_budget.get() {
-            EndReason::BudgetSpent // [S3]
-        } else {
-            self.start_round(HookPoint::Stop, objected);
-            return;
-        };
-        self.end_turn_with(None, reason);
-    }
-
-    fn start_round(&mut self, hook: HookPoint, objected: bool) {
-        let id = RoundId(self.next_round);
-        self.next_round += 1;
-        let deadline = self.now + self.config.timeout.duration();
-        let mut calls = Vec::new();
-        let mut called = Vec::new();
-        let mut left_out = Vec::new();
-        for index in 0..self.servers.len() {
-            let server = &self.servers[index];
-            // A server that never listed its tools may list this hook: it
-            // counts as left out, and is restarted when due [T4].
-            if !server.may_hook || (server.listed && !server.tools.has_hook(hook)) {
-                continue;
-            }
-            if !server.listed && server.state == ServerState::Retired {
-                continue;
-            }
-            if server.state == ServerState::Up {
-                let call = CallId(self.next_call);
-                self.next_call += 1;
-                calls.push(PendingCall {
-                    id: call,
-                    server: ServerId(index),
-                    outcome: None,
-                });
-                called.push(server.name.clone());
-                self.outputs.push_back(Output::CallHook {
-                    call,
-                    server: ServerId(index),
-                    hook,
-                    deadline,
-                });
-            } else {
-                // [T4]: a down server sits this round out; its restart, if
-                // due, happens beside the round, not in it.
-                left_out.push(server.name.clone());
-                self.restart_if_due(ServerId(index));
-            }
-        }
-        self.outputs.push_back(Output::Event(Event::RoundStarted {
-            round: id,
-            hook,
-            servers: called,
-            left_out,
-            deadline,
-        }));
-        let round = Round {
-            id,
-            hook,
-            started: self.now,
-            deadline,
-            calls,
-        };
-        self.phase = Phase::Round { round, objected };
-        self.decide_if_done();
-    }
-
-    fn on_reply(&mut self, call: CallId, reply: HookReply) {
-        let Phase::Round { round, .. } = &self.phase else {
-            return;
-        };
-        // [T2]: an answer to a call that already ended is discarded.
-        let Some(index) = round
-            .calls
-            .iter()
-            .position(|c| c.id == call && c.outcome.is_none())
-        else {
-            return;
-        };
-        let server = round.calls[index].server;
-        let outcome = Outcome::read(round.hook, reply);
-        if outcome.completed() {
-            self.servers[server.0].consecutive_timeouts = 0; // [T3]
-        }
-        let crashed = outcome == Outcome::Crashed;
-        self.resolve_call(index, outcome);
-        if crashed && self.servers[server.0].state == ServerState::Up {
-            self.go_down(
-                server,
-                DownCause::Crashed("it exited during a hook call".into()),
-            );
-        }
-        self.decide_if_done();
-    }
-
-    fn on_crash(&mut self, id: ServerId, reason: String) {
-        // A call in flight to the crashed server ends now, as crashed.
-        if let Phase::Round { round, .. } = &self.phase
-            && let Some(index) = round
-                .calls
-                .iter()
-                .position(|c| c.server == id && c.outcome.is_none())
-        {
-            self.resolve_call(index, Outcome::Crashed);
-        }
-        self.go_down(id, DownCause::Crashed(reason));
-        self.decide_if_done();
-    }
-
-    fn on_abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError> {
-        let round = match core::mem::replace(&mut self.phase, Phase::Idle) {
-            Phase::Idle => return Err(UsageError::NoPrompt),
-            Phase::Prompt { .. } => None,
-            Phase::Round { round, .. } => Some(round),
-        };
         let mut ended_round = None;
-        if let Some(round) = round {
+        if let Some(round) = self.round.take() {
             // [T5]: cancel every call in flight; the round ends now.
             for call in round.calls.iter().filter(|c| c.outcome.is_none()) {
                 self.outputs.push_back(Output::CancelCall { call: call.id });
@@ -804,18 +858,347 @@ impl Session {
         Ok(reason)
     }
 
-    fn call_at(&self, index: usize) -> CallId {
-        match &self.phase {
-            Phase::Round { round, .. } => round.calls[index].id,
-            // Only called with an index into the round in flight.
-            _ => unreachable!("call_at outside a round"),
+    /// The answer to [`Session::session_start`], once decided; taken once.
+    #[must_use]
+    pub fn take_session_context(&mut self) -> Option<Vec<Injection>> {
+        self.take(|a| match a {
+            Answer::SessionContext(pairs) => Ok(pairs),
+            other => Err(other),
+        })
+    }
+
+    /// The answer to [`Session::prompt_submitted`], once decided; taken once.
+    #[must_use]
+    pub fn take_prompt_context(&mut self) -> Option<Vec<Injection>> {
+        self.take(|a| match a {
+            Answer::PromptContext(pairs) => Ok(pairs),
+            other => Err(other),
+        })
+    }
+
+    /// The answer to [`Session::tools_requested`], once decided: one gate
+    /// per call asked about, in the order asked; taken once.
+    #[must_use]
+    pub fn take_tool_gates(&mut self) -> Option<Vec<ToolGate>> {
+        self.take(|a| match a {
+            Answer::Gates(gates) => Ok(gates),
+            other => Err(other),
+        })
+    }
+
+    /// The answer to [`Session::tools_ran`], once decided: per call, in the
+    /// order given, the envelopes to append to its result, in configuration
+    /// order \[I3\]; taken once.
+    #[must_use]
+    pub fn take_tool_notes(&mut self) -> Option<Vec<Vec<HookText>>> {
+        self.take(|a| match a {
+            Answer::Notes(notes) => Ok(notes),
+            other => Err(other),
+        })
+    }
+
+    /// The answer to [`Session::end_turn`], once decided; taken once.
+    #[must_use]
+    pub fn take_verdict(&mut self) -> Option<TurnVerdict> {
+        self.take(|a| match a {
+            Answer::Turn(verdict) => Ok(verdict),
+            other => Err(other),
+        })
+    }
+
+    /// The answer to [`Session::compacting`], once decided: the pins, in
+    /// configuration order \[I3\]; taken once.
+    #[must_use]
+    pub fn take_pins(&mut self) -> Option<Vec<Injection>> {
+        self.take(|a| match a {
+            Answer::Pins(pairs) => Ok(pairs),
+            other => Err(other),
+        })
+    }
+
+    /// The answer to [`Session::compacted`], once decided: the pairs to append
+    /// before the next request, in configuration order \[I3\]; taken once.
+    #[must_use]
+    pub fn take_reinjections(&mut self) -> Option<Vec<Injection>> {
+        self.take(|a| match a {
+            Answer::Reinject(pairs) => Ok(pairs),
+            other => Err(other),
+        })
+    }
+
+    /// The answer to [`Session::session_end`]: `Some` once its round is
+    /// over (or was never needed \[E7\]); taken once.
+    #[must_use]
+    pub fn take_session_end(&mut self) -> Option<()> {
+        self.take(|a| match a {
+            Answer::SessionEnd => Ok(()),
+            other => Err(other),
+        })
+    }
+
+    /// Tells the core that `now` has come: calls past their deadline time out
+    /// \[T1\]-\[T3\], and the round they belonged to is decided.
+    pub fn handle_timeout(&mut self, now: Time) {
+        self.now = self.now.max(now);
+        let Some(round) = &self.round else {
+            return;
+        };
+        // A server's calls of one round share their deadline: its timeouts
+        // in one round count once [T3].
+        let mut expired: Vec<ServerId> = Vec::new();
+        for call in &round.calls {
+            if call.outcome.is_none()
+                && call.deadline <= self.now
+                && !expired.contains(&call.server)
+            {
+                expired.push(call.server);
+            }
+        }
+        for server in expired {
+            let s = &mut self.servers[server.0];
+            s.consecutive_timeouts += 1;
+            if s.consecutive_timeouts >= TIMEOUTS_TO_KILL {
+                self.outputs.push_back(Output::KillServer { server });
+                self.resolve_server(server, &Outcome::Killed, false);
+                self.go_down(server, DownCause::Killed);
+            } else {
+                self.resolve_server(server, &Outcome::Timeout, true);
+            }
+        }
+        self.decide_if_done();
+    }
+
+    fn take<T>(&mut self, pick: impl FnOnce(Answer) -> Result<T, Answer>) -> Option<T> {
+        match pick(self.answer.take()?) {
+            Ok(answer) => Some(answer),
+            Err(other) => {
+                self.answer = Some(other);
+                None
+            }
+        }
+    }
+
+    fn check(&self, id: ServerId) -> Result<ServerId, UsageError> {
+        if id.0 < self.servers.len() {
+            Ok(id)
+        } else {
+            Err(UsageError::UnknownServer(id))
+        }
+    }
+
+    /// Moves the clock; `Ok` if a prompt runs with no round in flight, and
+    /// then clears the last answer.
+    fn ready(&mut self, now: Time) -> Result<(), UsageError> {
+        self.now = self.now.max(now);
+        if self.prompt.is_none() {
+            return Err(if self.ended.is_some() {
+                UsageError::SessionEnded
+            } else {
+                UsageError::NoPrompt
+            });
+        }
+        if self.round.is_some() {
+            return Err(UsageError::RoundInFlight);
+        }
+        self.answer = None;
+        Ok(())
+    }
+
+    fn tool_facts(&self, call: &ToolUse) -> Facts {
+        let mut facts = Facts::default();
+        facts.set_str(InputField::Tool, &call.tool);
+        facts.set_str(
+            InputField::Server,
+            self.servers[call.server.0].name.as_str(),
+        );
+        facts.set(InputField::Arguments, call.arguments.clone());
+        facts
+    }
+
+    fn on_model(&mut self, stop: StopReason, tool_calls: usize, last_message: &str) {
+        let Some(prompt) = &mut self.prompt else {
+            return;
+        };
+        // [S1]: only an end-of-turn without tool calls is gated.
+        if tool_calls > 0 {
+            // [S2]: a tool call between two end-of-turns resets the rule.
+            prompt.objected = false;
+            self.answer = Some(Answer::Turn(TurnVerdict::RunTools));
+            return;
+        }
+        let budget = self.config.stop_budget.get();
+        let declines = self.config.stop_decline_rule == DeclineRule::On;
+        let reason = if stop != StopReason::EndTurn {
+            EndReason::Model(stop)
+        } else if self.config.allowlist.is_off() {
+            EndReason::HooksOff // [A1]
+        } else if prompt.objected && declines {
+            EndReason::Declined // [S2], [G2]
+        } else if self.budget_used >= budget {
+            EndReason::BudgetSpent // [S3]
+        } else {
+            prompt.stop_rounds += 1;
+            let mut facts = Facts::default();
+            facts.set(InputField::Attempt, Value::from(prompt.stop_rounds));
+            facts.set(
+                InputField::BudgetLeft,
+                Value::from(budget - self.budget_used),
+            );
+            facts.set_str(InputField::LastAssistantMessage, last_message);
+            self.ask(HookPoint::Stop, vec![facts]);
+            return;
+        };
+        self.end_turn_with(None, reason);
+    }
+
+    /// Asks `hook` about each of `subjects` (the facts for its input): one
+    /// round over every allowlisted server that is up and lists the hook,
+    /// all calls at once. With nobody to call, or nothing to ask about, there
+    /// is no round and no event, and the question is answered now \[E7\].
+    fn ask(&mut self, hook: HookPoint, subjects: Vec<Facts>) {
+        let mut common = Facts::default();
+        if let Some(context) = &self.context {
+            common.set_str(InputField::SessionId, &context.session_id);
+            common.set_str(InputField::Cwd, &context.cwd);
+        }
+        let mut calls = Vec::new();
+        let mut called = Vec::new();
+        let mut left_out = Vec::new();
+        for index in 0..self.servers.len() {
+            let server = &self.servers[index];
+            // A server that never listed its tools may list this hook: it
+            // counts as left out, and is restarted when due [T4].
+            if !server.may_hook || (server.listed && !server.tools.has_hook(hook)) {
+                continue;
+            }
+            if !server.listed && server.state == ServerState::Retired {
+                continue;
+            }
+            let input = match (server.state, server.tools.hook(hook)) {
+                (ServerState::Up, Some(listed)) => listed.input.clone(),
+                (ServerState::Up, None) => continue,
+                _ => {
+                    // [T4]: a down server sits this round out; its restart,
+                    // if due, happens beside the round, not in it.
+                    left_out.push(server.name.clone());
+                    self.restart_if_due(ServerId(index));
+                    continue;
+                }
+            };
+            if subjects.is_empty() {
+                continue;
+            }
+            let mut timeout = server.hook_timeout.duration();
+            if hook == HookPoint::SessionEnd {
+                timeout = timeout.min(SESSION_END_DEADLINE); // [E6]
+            }
+            let deadline = self.now + timeout;
+            called.push(server.name.clone());
+            for (subject, facts) in subjects.iter().enumerate() {
+                let id = CallId(self.next_call);
+                self.next_call += 1;
+                calls.push(PendingCall {
+                    id,
+                    server: ServerId(index),
+                    subject,
+                    deadline,
+                    outcome: None,
+                });
+                self.outputs.push_back(Output::CallHook {
+                    call: id,
+                    server: ServerId(index),
+                    hook,
+                    arguments: input.arguments(&common.clone().with(facts)),
+                    deadline,
+                });
+            }
+        }
+        if calls.is_empty() {
+            // [E7]: nobody to ask costs nothing; [S5]: `_Stop` says so.
+            self.decide(hook, None, subjects.len(), Vec::new());
+            return;
+        }
+        let id = RoundId(self.next_round);
+        self.next_round += 1;
+        let deadline = calls.iter().map(|c| c.deadline).max().unwrap_or(self.now);
+        self.outputs.push_back(Output::Event(Event::RoundStarted {
+            round: id,
+            hook,
+            servers: called,
+            left_out,
+            deadline,
+        }));
+        self.round = Some(Round {
+            id,
+            hook,
+            subjects: subjects.len(),
+            started: self.now,
+            calls,
+        });
+    }
+
+    fn on_reply(&mut self, call: CallId, reply: HookReply) {
+        let Some(round) = &self.round else {
+            return;
+        };
+        // [T2]: an answer to a call that already ended is discarded.
+        let Some(index) = round
+            .calls
+            .iter()
+            .position(|c| c.id == call && c.outcome.is_none())
+        else {
+            return;
+        };
+        let server = round.calls[index].server;
+        let outcome = Outcome::read(round.hook, reply);
+        if outcome.completed() {
+            self.servers[server.0].consecutive_timeouts = 0; // [T3]
+        }
+        if outcome == Outcome::Crashed {
+            if self.servers[server.0].state == ServerState::Up {
+                self.on_crash(server, "it exited during a hook call".into());
+            } else {
+                self.resolve_server(server, &Outcome::Crashed, false);
+                self.decide_if_done();
+            }
+            return;
+        }
+        self.resolve_call(index, outcome);
+        self.decide_if_done();
+    }
+
+    fn on_crash(&mut self, id: ServerId, reason: String) {
+        // Every call in flight to the crashed server ends now, as crashed.
+        self.resolve_server(id, &Outcome::Crashed, false);
+        self.go_down(id, DownCause::Crashed(reason));
+        self.decide_if_done();
+    }
+
+    /// Ends every call in flight to `server` in the round with `outcome`;
+    /// with `cancel`, each is cancelled on the wire first \[T2\].
+    fn resolve_server(&mut self, server: ServerId, outcome: &Outcome, cancel: bool) {
+        let Some(round) = &self.round else {
+            return;
+        };
+        let open: Vec<(usize, CallId)> = round
+            .calls
+            .iter()
+            .enumerate()
+            .filter(|(_, c)| c.server == server && c.outcome.is_none())
+            .map(|(i, c)| (i, c.id))
+            .collect();
+        for (index, call) in open {
+            if cancel {
+                self.outputs.push_back(Output::CancelCall { call });
+            }
+            self.resolve_call(index, outcome.clone());
         }
     }
 
     /// Records the outcome of call `index` of the round in flight and emits
     /// its \[O1\] event.
     fn resolve_call(&mut self, index: usize, outcome: Outcome) {
-        let Phase::Round { round, .. } = &mut self.phase else {
+        let Some(round) = &mut self.round else {
             return;
         };
         let call = &mut round.calls[index];
@@ -832,60 +1215,188 @@ impl Session {
 
     /// Decides the round in flight once every call has an outcome.
     fn decide_if_done(&mut self) {
-        let Phase::Round { round, objected } = &self.phase else {
+        let Some(round) = &self.round else {
             return;
         };
         if round.calls.iter().any(|c| c.outcome.is_none()) {
             return;
         }
-        let objected = *objected;
-        let Phase::Round { round, .. } = core::mem::replace(&mut self.phase, Phase::Idle) else {
+        let Some(round) = self.round.take() else {
             return;
         };
-        // [I3]: calls were made, and so are injected, in configuration order.
-        let injections: Vec<Injection> = round
-            .calls
-            .iter()
-            .filter_map(|c| {
-                let text = c.outcome.as_ref()?.text()?;
-                Some(Injection::new(
-                    round.hook,
-                    &self.servers[c.server.0].name,
-                    c.server.0,
-                    round.id.0,
-                    text,
-                ))
-            })
-            .collect();
-        let servers: Vec<ServerName> = injections.iter().map(|i| i.server.clone()).collect();
-        match round.hook {
-            HookPoint::Stop if injections.is_empty() => {
-                self.end_turn_with(Some(round.id), EndReason::NoObjection);
-            }
-            HookPoint::Stop => {
-                // [S3]: one objected end-of-turn costs one, however many objected.
-                self.budget_used += 1;
-                self.phase = Phase::Prompt { objected: true };
-                self.decided(
-                    Some(round.id),
-                    PolicyDecision::ObjectionHonoured {
-                        servers,
-                        budget_used: self.budget_used,
-                        budget: self.config.stop_budget.get(),
-                    },
-                );
-                self.answer = Some(Answer::Turn(TurnVerdict::Continue { injections }));
-            }
-            HookPoint::PostCompact => {
-                self.phase = Phase::Prompt { objected };
-                self.decided(Some(round.id), PolicyDecision::Reinject { servers });
-                self.answer = Some(Answer::Reinject(injections));
+        // [I3]: per subject, in configuration order.
+        let mut texts = Vec::new();
+        for subject in 0..round.subjects {
+            for call in round.calls.iter().filter(|c| c.subject == subject) {
+                if let Some(text) = call.outcome.as_ref().and_then(Outcome::text) {
+                    texts.push(Answered {
+                        subject,
+                        server: call.server,
+                        text: text.to_owned(),
+                    });
+                }
             }
         }
+        let texts = self.cap_round(round.id, round.hook, texts);
+        self.decide(round.hook, Some(round.id), round.subjects, texts);
+    }
+
+    /// \[R5\]: what one round injects is capped at 64 KiB, in order; the first
+    /// answer past the cap is cut, later ones dropped, each with a warning.
+    fn cap_round(
+        &mut self,
+        round: RoundId,
+        hook: HookPoint,
+        texts: Vec<Answered>,
+    ) -> Vec<Answered> {
+        let mut left = MAX_ROUND_INJECTION_BYTES;
+        let mut kept = Vec::with_capacity(texts.len());
+        for mut answered in texts {
+            if left == 0 {
+                let server = self.servers[answered.server.0].name.clone();
+                self.outputs
+                    .push_back(Output::Event(Event::Warning(Warning::InjectionDropped {
+                        round,
+                        hook,
+                        server,
+                    })));
+                continue;
+            }
+            if answered.text.len() > left {
+                answered.text = cut(answered.text, left, "hook answer");
+                left = 0;
+            } else {
+                left -= answered.text.len();
+            }
+            kept.push(answered);
+        }
+        kept
+    }
+
+    /// Answers the question of `hook` from the (capped) texts of its round,
+    /// or at once when there was no round \[E7\].
+    fn decide(
+        &mut self,
+        hook: HookPoint,
+        round: Option<RoundId>,
+        subjects: usize,
+        texts: Vec<Answered>,
+    ) {
+        let pairs = |session: &Session| -> Vec<Injection> {
+            texts
+                .iter()
+                .map(|t| {
+                    Injection::new(
+                        hook,
+                        &session.servers[t.server.0].name,
+                        t.server.0,
+                        round.map_or(0, |r| r.0),
+                        &t.text,
+                    )
+                })
+                .collect()
+        };
+        let servers: Vec<ServerName> = texts
+            .iter()
+            .map(|t| self.servers[t.server.0].name.clone())
+            .collect();
+        let answer = match hook {
+            HookPoint::Stop => {
+                match round {
+                    None => self.end_turn_with(None, EndReason::NoStopHook), // [S5]
+                    Some(_) if texts.is_empty() => {
+                        self.end_turn_with(round, EndReason::NoObjection);
+                    }
+                    Some(_) => {
+                        // [S3]: one objected end-of-turn costs one, however many objected.
+                        self.budget_used += 1;
+                        if let Some(prompt) = &mut self.prompt {
+                            prompt.objected = true;
+                        }
+                        self.decided(
+                            round,
+                            PolicyDecision::ObjectionHonoured {
+                                servers,
+                                budget_used: self.budget_used,
+                                budget: self.config.stop_budget.get(),
+                            },
+                        );
+                        self.answer = Some(Answer::Turn(TurnVerdict::Continue {
+                            injections: pairs(self),
+                        }));
+                    }
+                }
+                return;
+            }
+            HookPoint::PostCompact => {
+                if round.is_some() {
+                    self.decided(round, PolicyDecision::Reinject { servers });
+                }
+                Answer::Reinject(pairs(self))
+            }
+            HookPoint::PreToolUse => {
+                let mut gates = vec![ToolGate::Run; subjects];
+                for t in &texts {
+                    let refusal = HookText::new(hook, &self.servers[t.server.0].name, &t.text);
+                    match &mut gates[t.subject] {
+                        ToolGate::Refused { refusals } => refusals.push(refusal),
+                        gate => {
+                            *gate = ToolGate::Refused {
+                                refusals: vec![refusal],
+                            }
+                        }
+                    }
+                }
+                if round.is_some() {
+                    let refused = (0..subjects)
+                        .filter(|&i| gates[i] != ToolGate::Run)
+                        .collect();
+                    let asked = subjects;
+                    self.decided(round, PolicyDecision::ToolsGated { asked, refused });
+                }
+                Answer::Gates(gates)
+            }
+            HookPoint::PostToolUse => {
+                let mut notes = vec![Vec::new(); subjects];
+                for t in &texts {
+                    let note = HookText::new(hook, &self.servers[t.server.0].name, &t.text);
+                    notes[t.subject].push(note);
+                }
+                if round.is_some() {
+                    self.decided(round, PolicyDecision::Inject { hook, servers });
+                }
+                Answer::Notes(notes)
+            }
+            HookPoint::SessionEnd => {
+                if round.is_some() {
+                    let reason = self.ended.unwrap_or(SessionEndReason::Exit);
+                    self.decided(round, PolicyDecision::SessionEnded { reason });
+                }
+                Answer::SessionEnd
+            }
+            HookPoint::SessionStart | HookPoint::UserPromptSubmit | HookPoint::PreCompact => {
+                if round.is_some() {
+                    self.decided(round, PolicyDecision::Inject { hook, servers });
+                }
+                let pairs = pairs(self);
+                match hook {
+                    HookPoint::SessionStart => Answer::SessionContext(pairs),
+                    HookPoint::UserPromptSubmit => Answer::PromptContext(pairs),
+                    _ => {
+                        self.pins = texts
+                            .iter()
+                            .map(|t| (self.servers[t.server.0].name.clone(), t.text.clone()))
+                            .collect();
+                        Answer::Pins(pairs)
+                    }
+                }
+            }
+        };
+        self.answer = Some(answer);
     }
 
     fn end_prompt(&mut self, round: Option<RoundId>, reason: EndReason) {
-        self.phase = Phase::Idle;
+        self.prompt = None;
         self.decided(
             round,
             PolicyDecision::PromptEnded {
@@ -905,7 +1416,7 @@ impl Session {
             .push_back(Output::Event(Event::Decided { round, decision }));
     }
 
-    fn on_started(&mut self, id: ServerId, listing: Vec<String>) {
+    fn on_started(&mut self, id: ServerId, listing: Vec<ListedTool>) {
         let server = &mut self.servers[id.0];
         if server.state != ServerState::Starting {
             return;
@@ -918,7 +1429,7 @@ impl Session {
         self.outputs.push_back(Output::Event(Event::ServerUp {
             server: server.name.clone(),
             model_tools: server.tools.model_tools.len(),
-            hooks: server.tools.hooks.clone(),
+            hooks: server.tools.hook_points().collect(),
         }));
         for warning in warnings {
             self.outputs
@@ -974,4 +1485,12 @@ impl Session {
             attempt: server.starts,
         }));
     }
+}
+
+/// One non-empty answer of a round: to which subject, from which server.
+#[derive(Debug)]
+struct Answered {
+    subject: usize,
+    server: ServerId,
+    text: String,
 }

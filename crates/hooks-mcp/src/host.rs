@@ -259,7 +259,7 @@ impl Host {
                         .iter()
                         .map(|t| t.qualified.clone())
                         .collect(),
-                    hooks: tools.hooks.clone(),
+                    hooks: tools.hook_points().collect(),
                     last_error: self.slots[i].last_error.clone(),
                 }
             })
@@ -286,7 +286,7 @@ impl Host {
     ) -> Result<TurnVerdict, AskError> {
         self.pump();
         let now = self.now();
-        self.session.end_turn(now, stop, tool_calls)?;
+        self.session.end_turn(now, stop, tool_calls, "")?;
         self.answer(Session::take_verdict, cancel).await
     }
 
@@ -301,7 +301,7 @@ impl Host {
     ) -> Result<Vec<Injection>, AskError> {
         self.pump();
         let now = self.now();
-        self.session.compacted(now, removed_messages)?;
+        self.session.compacted(now, removed_messages, None)?;
         self.answer(Session::take_reinjections, cancel).await
     }
 
@@ -472,7 +472,10 @@ impl Host {
                 };
                 match result {
                     Ok((conn, tools)) => {
-                        let names = tools.iter().map(|t| t.name.to_string()).collect();
+                        let names = tools
+                            .iter()
+                            .map(|t| hooks_core::ListedTool::named(t.name.to_string()))
+                            .collect();
                         slot.tools = tools.into_iter().map(|t| (t.name.to_string(), t)).collect();
                         slot.conn = Some(conn);
                         slot.last_error = None;
@@ -518,21 +521,20 @@ impl Host {
                     call,
                     server,
                     hook,
+                    arguments,
                     deadline: _,
                 } => {
-                    let future: BoxFuture<'static, (CallId, HookReply)> = match self.slots[server.0]
-                        .conn
-                        .clone()
-                    {
-                        Some(conn) => Box::pin(async move {
-                            // [H5]: the input is `{}`.
-                            (
-                                call,
-                                hook_reply(conn.call(hook.tool_name(), JsonObject::new()).await),
-                            )
-                        }),
-                        None => Box::pin(async move { (call, HookReply::Crashed) }),
-                    };
+                    let future: BoxFuture<'static, (CallId, HookReply)> =
+                        match self.slots[server.0].conn.clone() {
+                            Some(conn) => Box::pin(async move {
+                                // [H5]: the input is `{}` unless the hook's schema asked.
+                                (
+                                    call,
+                                    hook_reply(conn.call(hook.tool_name(), arguments).await),
+                                )
+                            }),
+                            None => Box::pin(async move { (call, HookReply::Crashed) }),
+                        };
                     let (handle, registration) = AbortHandle::new_pair();
                     calls.aborts.insert(call, handle);
                     calls.in_flight.push(Abortable::new(future, registration));

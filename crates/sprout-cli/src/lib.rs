@@ -228,7 +228,9 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 },
         } => {
             let m = sub(sub(matches, "hooks"), "call");
+            // `sprout hooks call` asks the seed's two hook points only, yet.
             let hook = HookPoint::from_tool_name(&hook)
+                .filter(|h| matches!(h, HookPoint::Stop | HookPoint::PostCompact))
                 .ok_or_else(|| ConfigProblem::NotAHookPoint(hook.clone()))?;
             let mut config = settings::hook_config(&session, m)?;
             let specs = settings::servers(&session)?;
@@ -502,7 +504,8 @@ async fn hooks_call(
                     // A turn without tool calls never runs tools [S1].
                     TurnVerdict::RunTools => "the agent would run tools".to_owned(),
                 }),
-            HookPoint::PostCompact => host.compacted(1, cancel).await.map(|injections| {
+            // Only _Stop and _PostCompact pass the parse of the hook name.
+            _ => host.compacted(1, cancel).await.map(|injections| {
                 format!("the agent would re-inject {} answer(s)", injections.len())
             }),
         },

@@ -406,6 +406,9 @@ fn explain(reason: &hooks_core::EndReason) -> &'static str {
         HooksOff => "the model finished; hooks are off (MCP_HOOK_SERVERS unset)",
         BudgetSpent => "the model finished; the _Stop budget is spent, so hooks were not asked",
         Declined => "the model finished again right after an objection, so it was let go",
+        NoStopHook => {
+            "the model finished; no hook server that is up lists _Stop, so nobody could object"
+        }
         Model(_) => "the model stopped for a reason hooks do not gate",
         Cancelled => "cancelled",
         MaxRounds => "the round limit was reached",

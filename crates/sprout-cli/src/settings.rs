@@ -205,6 +205,7 @@ pub(crate) fn hook_config(
         allowlist,
         timeout,
         stop_budget,
+        ..HookConfig::default()
     })
 }
 

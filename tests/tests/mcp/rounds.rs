@@ -151,7 +151,7 @@ async fn listing_warnings_reach_the_caller_h4() {
             "s",
             &[
                 "--hooks",
-                "_Stop,_stop,_PreToolUse",
+                "_Stop,_stop,_SubagentStart",
                 "--tools",
                 "read",
                 "--stop",

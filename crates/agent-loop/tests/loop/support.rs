@@ -10,8 +10,9 @@ use agent_loop::{Gateway, ToolReport, ToolSettings, cancelled_output, parse_argu
 use agent_loop::{ToolDef, ToolOutput};
 use async_trait::async_trait;
 use hooks_core::{
-    AbortReason, AskError, EndReason, HookConfig, HookPoint, HookReply, Injection, Input, Output,
-    ReplyPart, ServerId, ServerName, Session, StopReason, Time, TurnVerdict, UsageError,
+    AbortReason, AskError, EndReason, HookConfig, HookPoint, HookReply, Injection, Input,
+    ListedTool, Output, ReplyPart, ServerId, ServerName, Session, StopReason, Time, TurnVerdict,
+    UsageError,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -102,6 +103,7 @@ impl FakeGateway {
                 if spec.post_compact.is_some() {
                     tools.push("_PostCompact".into());
                 }
+                let tools = tools.into_iter().map(ListedTool::from).collect();
                 session
                     .handle(Time::ZERO, Input::ServerStarted { server, tools })
                     .unwrap();
@@ -121,6 +123,8 @@ impl FakeGateway {
         let script = match hook {
             HookPoint::Stop => spec.stop.as_ref(),
             HookPoint::PostCompact => spec.post_compact.as_ref(),
+            // The loop asks only these two yet.
+            _ => None,
         }?;
         let n = self.calls.entry(hook).or_default();
         let step = script.get(*n).or(script.last()).copied().flatten();
@@ -152,7 +156,7 @@ impl Gateway for FakeGateway {
         tool_calls: usize,
         cancel: &CancellationToken,
     ) -> Result<TurnVerdict, AskError> {
-        self.session.end_turn(self.now, stop, tool_calls)?;
+        self.session.end_turn(self.now, stop, tool_calls, "")?;
         self.answer(Session::take_verdict, cancel)
     }
 
@@ -161,7 +165,7 @@ impl Gateway for FakeGateway {
         removed_messages: usize,
         cancel: &CancellationToken,
     ) -> Result<Vec<Injection>, AskError> {
-        self.session.compacted(self.now, removed_messages)?;
+        self.session.compacted(self.now, removed_messages, None)?;
         self.answer(Session::take_reinjections, cancel)
     }
 

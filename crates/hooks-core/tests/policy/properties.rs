@@ -1,8 +1,10 @@
 //! Property tests over random sessions.
 //!
-//! A random world (servers with random listings and start behaviour, a random
-//! allowlist, budget and deadline, a random stream of hook behaviours) meets a
-//! random sequence of loop operations. A virtual-time driver plays the shell:
+//! A random world (servers with random listings of every hook point and
+//! start behaviour, a random allowlist, budget, stop governance \[G1\]-\[G2\],
+//! deadline and per-server deadlines \[C4\], a random stream of hook
+//! behaviours) meets a random sequence of loop operations, asking every
+//! question the core has. A virtual-time driver plays the shell:
 //! it answers calls after their delay, completes starts, jumps to the next
 //! deadline, and fails on livelock instead of hanging. Invariants are checked
 //! after every step; each is stated in words above the code that checks it.
@@ -37,6 +39,8 @@ enum Behaviour {
 #[derive(Clone, Debug)]
 struct ServerSpec {
     listing: Vec<String>,
+    /// Its own hook timeout \[C4\], if any.
+    hook_timeout_ms: Option<u64>,
     /// Whether start attempt N succeeds, cycled.
     starts: Vec<bool>,
     start_delay: u16,
@@ -47,6 +51,8 @@ struct World {
     servers: Vec<ServerSpec>,
     allow: Option<String>,
     budget: u32,
+    scope: BudgetScope,
+    decline: DeclineRule,
     timeout_ms: u64,
     /// Behaviour of call #N is `behaviours[N % len]`.
     behaviours: Vec<Behaviour>,
@@ -74,6 +80,18 @@ enum Op {
     Want(usize),
     /// Server N dies on its own.
     Exit(usize),
+    /// The session starts (_SessionStart).
+    SessionStart,
+    /// A prompt's text arrives (_UserPromptSubmit).
+    Submit,
+    /// The model asks for N tool calls, asked about (_PreToolUse), and
+    /// those let through run (_PostToolUse).
+    ToolRound {
+        calls: usize,
+        cancel_after: Option<u16>,
+    },
+    /// Compaction is about to run (_PreCompact).
+    PreCompact,
 }
 
 fn behaviour() -> impl Strategy<Value = Behaviour> {
@@ -89,9 +107,15 @@ fn behaviour() -> impl Strategy<Value = Behaviour> {
     ]
 }
 
-const TOOL_NAMES: [&str; 7] = [
+const TOOL_NAMES: [&str; 13] = [
     "_Stop",
     "_PostCompact",
+    "_SessionStart",
+    "_UserPromptSubmit",
+    "_PreToolUse",
+    "_PostToolUse(tool,arguments,output)",
+    "_PreCompact(reason)",
+    "_SessionEnd(reason,session_id)",
     "read",
     "write",
     "_stop",
@@ -104,12 +128,16 @@ fn server_spec() -> impl Strategy<Value = ServerSpec> {
         proptest::sample::subsequence(TOOL_NAMES.to_vec(), 0..=TOOL_NAMES.len()),
         proptest::collection::vec(prop_oneof![5 => Just(true), 1 => Just(false)], 1..4),
         0u16..50,
+        proptest::option::weighted(0.3, 1u64..=1500),
     )
-        .prop_map(|(listing, starts, start_delay)| ServerSpec {
-            listing: listing.into_iter().map(str::to_owned).collect(),
-            starts,
-            start_delay,
-        })
+        .prop_map(
+            |(listing, starts, start_delay, hook_timeout_ms)| ServerSpec {
+                listing: listing.into_iter().map(str::to_owned).collect(),
+                hook_timeout_ms,
+                starts,
+                start_delay,
+            },
+        )
 }
 
 fn world() -> impl Strategy<Value = World> {
@@ -122,26 +150,39 @@ fn world() -> impl Strategy<Value = World> {
             "[s0-4,x ]{1,8}".prop_map(Some)
         ],
         0u32..=4,
+        governance(),
         1u64..=300,
         proptest::collection::vec(behaviour(), 1..16),
     )
-        .prop_map(|(servers, allow, budget, timeout_ms, behaviours)| {
-            // Names like "s0,s3,x" mix listed, unlisted and unknown servers.
-            let allow = allow.map(|a| {
-                if a.contains('*') {
-                    a
-                } else {
-                    a.replace(' ', ",")
+        .prop_map(
+            |(servers, allow, budget, (scope, decline), timeout_ms, behaviours)| {
+                // Names like "s0,s3,x" mix listed, unlisted and unknown servers.
+                let allow = allow.map(|a| {
+                    if a.contains('*') {
+                        a
+                    } else {
+                        a.replace(' ', ",")
+                    }
+                });
+                World {
+                    servers,
+                    allow,
+                    budget,
+                    scope,
+                    decline,
+                    timeout_ms,
+                    behaviours,
                 }
-            });
-            World {
-                servers,
-                allow,
-                budget,
-                timeout_ms,
-                behaviours,
-            }
-        })
+            },
+        )
+}
+
+/// Every combination of \[G1\] and \[G2\].
+fn governance() -> impl Strategy<Value = (BudgetScope, DeclineRule)> {
+    (
+        prop_oneof![Just(BudgetScope::Session), Just(BudgetScope::Prompt)],
+        prop_oneof![Just(DeclineRule::On), Just(DeclineRule::Off)],
+    )
 }
 
 fn op() -> impl Strategy<Value = Op> {
@@ -155,7 +196,20 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0u16..600).prop_map(Op::Advance),
         1 => (0usize..4).prop_map(Op::Want),
         1 => (0usize..4).prop_map(Op::Exit),
+        1 => Just(Op::SessionStart),
+        1 => Just(Op::Submit),
+        3 => (0usize..4, proptest::option::weighted(0.1, 0u16..400))
+            .prop_map(|(calls, cancel_after)| Op::ToolRound { calls, cancel_after }),
+        1 => Just(Op::PreCompact),
     ]
+}
+
+/// Where a server stands toward its next kill, by the events \[T3\].
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Wedge {
+    Clear,
+    TimedOut(RoundId),
+    Killed(RoundId),
 }
 
 /// Something the simulated world will deliver at a time.
@@ -178,6 +232,12 @@ enum Question {
     EndTurn { stop: StopReason, tool_calls: usize },
     Compacted(usize),
     Abort(AbortReason),
+    SessionStart,
+    Submit,
+    PreTool(Vec<ToolUse>),
+    PostTool(Vec<ToolRun>),
+    PreCompact,
+    SessionEnd,
 }
 
 /// The answer a question got, whichever of the core's typed answers it was.
@@ -186,6 +246,11 @@ enum Answer {
     Turn(TurnVerdict),
     Reinject(Vec<Injection>),
     Ended(EndReason),
+    /// `_SessionStart`, `_UserPromptSubmit` or `_PreCompact` pairs.
+    Pairs(HookPoint, Vec<Injection>),
+    Gates(Vec<ToolGate>),
+    Notes(Vec<Vec<HookText>>),
+    SessionEnded,
 }
 
 /// The shell, simulated, with the invariant checks.
@@ -203,24 +268,34 @@ struct Driver {
     questions: usize,
     /// Round id -> start time, until its decision.
     open_rounds: BTreeMap<u64, Time>,
-    /// Consecutive hook timeouts per server, as the events tell them.
-    timeouts: Vec<u32>,
+    /// Per server, as the events tell them: no timeout pending, or the round
+    /// of its last timeout or kill \[T3\].
+    timeouts: Vec<Wedge>,
     continues_in_prompt: u32,
     tools_since_continue: bool,
     /// How many model end-of-turns this prompt has had.
     end_turns_in_prompt: u32,
+    /// How many calls the open tool question asked about.
+    asked_calls: usize,
 }
 
 impl Driver {
     fn new(world: World) -> Driver {
-        let config = HookConfig::from_values(
+        let mut config = HookConfig::from_values(
             world.allow.as_deref(),
             Some(&world.timeout_ms.to_string()),
             Some(&world.budget.to_string()),
         )
         .expect("generated configuration is valid");
-        let names = (0..world.servers.len())
-            .map(|i| ServerName::new(format!("s{i}")).unwrap())
+        config.stop_budget_scope = world.scope;
+        config.stop_decline_rule = world.decline;
+        let names: Vec<ServerSetup> = (0..world.servers.len())
+            .map(|i| ServerSetup {
+                name: ServerName::new(format!("s{i}")).unwrap(),
+                hook_timeout: world.servers[i]
+                    .hook_timeout_ms
+                    .and_then(HookTimeout::from_millis),
+            })
             .collect();
         let session = Session::new(config, names).unwrap();
         let n = world.servers.len();
@@ -235,13 +310,22 @@ impl Driver {
             answers: Vec::new(),
             questions: 0,
             open_rounds: BTreeMap::new(),
-            timeouts: vec![0; n],
+            timeouts: vec![Wedge::Clear; n],
             continues_in_prompt: 0,
             tools_since_continue: false,
             end_turns_in_prompt: 0,
+            asked_calls: 0,
         };
         driver.drain();
         driver
+    }
+
+    /// The longest deadline any call may get.
+    fn max_timeout(&self) -> Duration {
+        (0..self.world.servers.len())
+            .map(|i| self.session.hook_timeout(ServerId(i)).duration())
+            .max()
+            .unwrap_or(Duration::ZERO)
     }
 
     fn schedule(&mut self, at: Time, what: Pending) {
@@ -264,16 +348,27 @@ impl Driver {
                 Output::CallHook {
                     call,
                     server,
-                    hook: _,
+                    hook,
+                    arguments,
                     deadline,
                 } => {
-                    // A call goes only to a server that is up, with the
-                    // configured deadline from now [T1].
+                    // A call goes only to a server that is up, with its
+                    // configured deadline from now [T1], [C4], at most 1 s
+                    // for _SessionEnd [E6].
                     assert_eq!(self.session.server_state(server), ServerState::Up);
-                    assert_eq!(
-                        deadline,
-                        self.now + Duration::from_millis(self.world.timeout_ms)
-                    );
+                    let mut timeout = self.session.hook_timeout(server).duration();
+                    if hook == HookPoint::SessionEnd {
+                        timeout = timeout.min(Duration::from_secs(1));
+                    }
+                    assert_eq!(deadline, self.now + timeout);
+                    // A hook never gets a field its schema did not name, nor
+                    // one that does not apply at its point [K1].
+                    let listed = self.session.server_tools(server).hook(hook).unwrap();
+                    for key in arguments.keys() {
+                        let field = InputField::from_name(key).expect("a known field");
+                        assert!(listed.input.fields().contains(&field));
+                        assert!(field.applies_at(hook));
+                    }
                     let b = &self.world.behaviours[call.0 as usize % self.world.behaviours.len()];
                     let (delay, reply) = match b {
                         Behaviour::Object(d) => (
@@ -343,6 +438,24 @@ impl Driver {
         if let Some(injections) = self.session.take_reinjections() {
             self.check_answer(Answer::Reinject(injections));
         }
+        if let Some(pairs) = self.session.take_session_context() {
+            self.check_answer(Answer::Pairs(HookPoint::SessionStart, pairs));
+        }
+        if let Some(pairs) = self.session.take_prompt_context() {
+            self.check_answer(Answer::Pairs(HookPoint::UserPromptSubmit, pairs));
+        }
+        if let Some(pairs) = self.session.take_pins() {
+            self.check_answer(Answer::Pairs(HookPoint::PreCompact, pairs));
+        }
+        if let Some(gates) = self.session.take_tool_gates() {
+            self.check_answer(Answer::Gates(gates));
+        }
+        if let Some(notes) = self.session.take_tool_notes() {
+            self.check_answer(Answer::Notes(notes));
+        }
+        if self.session.take_session_end().is_some() {
+            self.check_answer(Answer::SessionEnded);
+        }
         // The budget is never exceeded [S3].
         assert!(self.session.budget_used() <= self.world.budget);
         // No hook is ever offered to the model [H2], and no hook name resolves
@@ -370,36 +483,48 @@ impl Driver {
     fn check_event(&mut self, event: &Event) {
         match event {
             Event::RoundStarted {
-                round, deadline, ..
+                round,
+                deadline,
+                servers,
+                ..
             } => {
-                assert_eq!(
-                    *deadline,
-                    self.now + Duration::from_millis(self.world.timeout_ms)
-                );
+                // A round is only started with someone to call [E7], and
+                // lasts until its latest call's deadline.
+                assert!(!servers.is_empty(), "a round with nobody to call");
+                assert!(*deadline <= self.now + self.max_timeout());
                 assert!(
                     self.open_rounds.insert(round.0, self.now).is_none(),
                     "round id reused"
                 );
             }
             Event::HookCalled {
-                server, outcome, ..
+                server,
+                outcome,
+                round,
+                ..
             } => {
                 let i: usize = server.as_str()[1..].parse().unwrap();
                 // A server is killed only on its second consecutive timeout,
-                // and a first timeout only counts [T3].
-                match outcome {
-                    Outcome::Timeout => {
-                        assert_eq!(
-                            self.timeouts[i], 0,
+                // and a first timeout only counts [T3]; the parallel calls
+                // of one round that time out together count once.
+                match (outcome, self.timeouts[i]) {
+                    (Outcome::Timeout, Wedge::TimedOut(r)) if r == *round => {}
+                    (Outcome::Timeout, w) => {
+                        assert!(
+                            matches!(w, Wedge::Clear | Wedge::Killed(_)),
                             "timeout counted past one without a kill"
                         );
-                        self.timeouts[i] = 1;
+                        self.timeouts[i] = Wedge::TimedOut(*round);
                     }
-                    Outcome::Killed => {
-                        assert_eq!(self.timeouts[i], 1, "killed without a previous timeout");
-                        self.timeouts[i] = 0;
+                    (Outcome::Killed, Wedge::Killed(r)) if r == *round => {}
+                    (Outcome::Killed, w) => {
+                        assert!(
+                            matches!(w, Wedge::TimedOut(r) if r < *round),
+                            "killed without a previous timeout"
+                        );
+                        self.timeouts[i] = Wedge::Killed(*round);
                     }
-                    o if o.completed() => self.timeouts[i] = 0,
+                    (o, _) if o.completed() => self.timeouts[i] = Wedge::Clear,
                     _ => {}
                 }
             }
@@ -412,14 +537,19 @@ impl Driver {
                     .open_rounds
                     .remove(&round.0)
                     .expect("decision for an open round");
-                assert!(
-                    self.now.saturating_since(started)
-                        <= Duration::from_millis(self.world.timeout_ms)
-                );
+                assert!(self.now.saturating_since(started) <= self.max_timeout());
             }
-            Event::ServerUp { server, .. } | Event::ServerDown { server, .. } => {
+            Event::ServerUp { server, .. } => {
                 let i: usize = server.as_str()[1..].parse().unwrap();
-                self.timeouts[i] = 0;
+                self.timeouts[i] = Wedge::Clear;
+            }
+            // A kill's own down event keeps the kill's round: its other
+            // calls of that round end as killed too.
+            Event::ServerDown { server, cause, .. } => {
+                let i: usize = server.as_str()[1..].parse().unwrap();
+                if !matches!(cause, DownCause::Killed) {
+                    self.timeouts[i] = Wedge::Clear;
+                }
             }
             _ => {}
         }
@@ -428,10 +558,13 @@ impl Driver {
     fn check_answer(&mut self, answer: Answer) {
         match &answer {
             Answer::Turn(TurnVerdict::Continue { injections }) => {
-                // Objections are charged at most `budget` times in a session,
-                // and never twice in a row without a tool call [S2], [S3].
+                // Objections are charged at most `budget` times in the
+                // budget's scope, and, with the decline rule on, never twice
+                // in a row without a tool call [S2], [S3], [G1], [G2].
                 assert!(
-                    self.continues_in_prompt == 0 || self.tools_since_continue,
+                    self.world.decline == DeclineRule::Off
+                        || self.continues_in_prompt == 0
+                        || self.tools_since_continue,
                     "two objections without a tool call between"
                 );
                 self.continues_in_prompt += 1;
@@ -447,6 +580,31 @@ impl Driver {
             Answer::Reinject(injections) => {
                 assert!(injections.iter().all(|i| i.hook == HookPoint::PostCompact));
             }
+            Answer::Pairs(hook, injections) => {
+                assert!(injections.iter().all(|i| i.hook == *hook));
+            }
+            // One gate per asked call, whatever the hooks did [E3]; every
+            // refusal carries at least one _PreToolUse envelope.
+            Answer::Gates(gates) => {
+                assert_eq!(gates.len(), self.asked_calls);
+                for gate in gates {
+                    if let ToolGate::Refused { refusals } = gate {
+                        assert!(!refusals.is_empty());
+                        assert!(refusals.iter().all(|r| r.hook == HookPoint::PreToolUse));
+                    }
+                }
+            }
+            // One list of notes per call that ran [E4].
+            Answer::Notes(notes) => {
+                assert_eq!(notes.len(), self.asked_calls);
+                assert!(
+                    notes
+                        .iter()
+                        .flatten()
+                        .all(|n| n.hook == HookPoint::PostToolUse)
+                );
+            }
+            Answer::SessionEnded => {}
             Answer::Turn(TurnVerdict::RunTools) => self.tools_since_continue = true,
             Answer::Turn(TurnVerdict::End { reason }) => {
                 // Only an abort ends a prompt as cancelled [S5].
@@ -498,7 +656,11 @@ impl Driver {
                     let input = if ok {
                         Input::ServerStarted {
                             server,
-                            tools: self.world.servers[server.0].listing.clone(),
+                            tools: self.world.servers[server.0]
+                                .listing
+                                .iter()
+                                .map(|t| listed_tool(t))
+                                .collect(),
                         }
                     } else {
                         Input::ServerStartFailed {
@@ -522,17 +684,47 @@ impl Driver {
         let cancel_at = cancel_after.map(|ms| asked_at + Duration::from_millis(u64::from(ms)));
         match question {
             Question::EndTurn { stop, tool_calls } => {
-                let asked = self.session.end_turn(self.now, stop, tool_calls);
+                let asked = self.session.end_turn(self.now, stop, tool_calls, "");
                 asked.expect("the driver asks only when a prompt runs and no round does");
             }
             Question::Compacted(removed) => {
-                let asked = self.session.compacted(self.now, removed);
+                let asked = self.session.compacted(self.now, removed, None);
                 asked.expect("the driver asks only when a prompt runs and no round does");
             }
             Question::Abort(reason) => {
                 let end = self.session.abort(self.now, reason).expect("a prompt runs");
                 self.drain();
                 self.check_answer(Answer::Ended(end));
+            }
+            Question::SessionStart => {
+                let context = HookContext {
+                    session_id: "s-1".into(),
+                    cwd: "/w".into(),
+                };
+                let asked = self.session.session_start(self.now, context);
+                asked.expect("the driver asks only when a prompt runs and no round does");
+            }
+            Question::Submit => {
+                let asked = self.session.prompt_submitted(self.now, "do it");
+                asked.expect("the driver asks only when a prompt runs and no round does");
+            }
+            Question::PreTool(calls) => {
+                self.asked_calls = calls.len();
+                let asked = self.session.tools_requested(self.now, calls);
+                asked.expect("the driver asks only when a prompt runs and no round does");
+            }
+            Question::PostTool(runs) => {
+                self.asked_calls = runs.len();
+                let asked = self.session.tools_ran(self.now, runs);
+                asked.expect("the driver asks only when a prompt runs and no round does");
+            }
+            Question::PreCompact => {
+                let asked = self.session.compacting(self.now);
+                asked.expect("the driver asks only when a prompt runs and no round does");
+            }
+            Question::SessionEnd => {
+                let asked = self.session.session_end(self.now, SessionEndReason::Exit);
+                asked.expect("the driver asks once, when no prompt runs");
             }
         }
         self.drain();
@@ -544,6 +736,7 @@ impl Driver {
             let deadline = self.session.poll_timeout();
             let next = [next_pending, deadline].into_iter().flatten().min();
             if let Some(cancel_at) = cancel_at
+                && self.session.in_prompt()
                 && next.is_none_or(|t| t >= cancel_at)
             {
                 self.now = self.now.max(cancel_at);
@@ -567,6 +760,48 @@ impl Driver {
             self.step_to(next);
         }
         panic!("livelock: no answer after 10000 steps");
+    }
+
+    /// The model asks for `calls` tool calls: `_PreToolUse` gates them and
+    /// the ones let through run (`_PostToolUse`), unless cancelled.
+    fn tool_round(&mut self, calls: usize, cancel_after: Option<u16>) {
+        self.ask(
+            Question::EndTurn {
+                stop: StopReason::ToolUse,
+                tool_calls: calls.max(1),
+            },
+            None,
+        );
+        let n = self.world.servers.len();
+        let uses: Vec<ToolUse> = (0..calls)
+            .map(|i| ToolUse {
+                server: ServerId(i % n),
+                tool: "read".into(),
+                arguments: serde_json::json!({"path": format!("f{i}")}),
+            })
+            .collect();
+        let Answer::Gates(gates) = self.ask(Question::PreTool(uses.clone()), cancel_after) else {
+            return;
+        };
+        let runs: Vec<ToolRun> = uses
+            .into_iter()
+            .zip(gates)
+            .filter(|(_, gate)| *gate == ToolGate::Run)
+            .map(|(call, _)| ToolRun {
+                call,
+                output: "ok".into(),
+                is_error: false,
+            })
+            .collect();
+        self.ask(Question::PostTool(runs), None);
+    }
+
+    /// Ends the session: aborts a running prompt, then tells _SessionEnd.
+    fn end_session(&mut self) {
+        if self.session.in_prompt() {
+            self.ask(Question::Abort(AbortReason::Cancelled), None);
+        }
+        assert_eq!(self.ask(Question::SessionEnd, None), Answer::SessionEnded);
     }
 
     fn ensure_prompt(&mut self) {
@@ -652,6 +887,25 @@ impl Driver {
                     });
                 }
             }
+            Op::SessionStart => {
+                self.ensure_prompt();
+                self.ask(Question::SessionStart, None);
+            }
+            Op::Submit => {
+                self.ensure_prompt();
+                self.ask(Question::Submit, None);
+            }
+            Op::ToolRound {
+                calls,
+                cancel_after,
+            } => {
+                self.ensure_prompt();
+                self.tool_round(calls, cancel_after);
+            }
+            Op::PreCompact => {
+                self.ensure_prompt();
+                self.ask(Question::PreCompact, None);
+            }
             Op::Exit(i) => {
                 if i < self.world.servers.len()
                     && self.session.server_state(ServerId(i)) == ServerState::Up
@@ -687,6 +941,7 @@ proptest! {
         for op in &ops {
             driver.apply(op);
         }
+        driver.end_session();
         prop_assert_eq!(driver.answers.len(), driver.questions);
     }
 }
@@ -711,19 +966,29 @@ proptest! {
 proptest! {
     #![proptest_config(ProptestConfig { cases: 2500, ..ProptestConfig::default() })]
 
-    /// Sovereignty \[S6\]: whatever the hooks answer, however slowly, a model
-    /// that keeps ending its turn ends every prompt after at most two
-    /// end-of-turns, and a prompt in which the model keeps working makes at
-    /// most `budget` objection-driven continuations.
+    /// Sovereignty \[S6\], under every \[G1\] x \[G2\] combination and with
+    /// every hook point in play: whatever the hooks answer, however slowly, a
+    /// model that keeps ending its turn ends every prompt after at most two
+    /// end-of-turns in a row with the decline rule on, at most `budget + 1`
+    /// with it off; a prompt makes at most `budget` objection-driven
+    /// continuations (and a session too, with the budget per session); and
+    /// every question is answered (the driver fails on livelock).
     #[test]
     fn hooks_cannot_trap_the_agent(world in world(), prompts in proptest::collection::vec(proptest::collection::vec(any::<bool>(), 1..30), 1..5)) {
         let budget = world.budget;
+        let scope = world.scope;
+        let decline = world.decline;
         let mut driver = Driver::new(world);
         let mut continues_total = 0;
-        for works in prompts {
+        for (p, works) in prompts.into_iter().enumerate() {
             driver.ensure_prompt();
-            // `works[i]`: after the i-th continuation, does the model call a
-            // tool before ending again?
+            if p == 0 {
+                driver.ask(Question::SessionStart, None);
+            }
+            driver.ask(Question::Submit, None);
+            let mut continues_in_prompt = 0;
+            // `works[i]`: after the i-th continuation, does the model run a
+            // tool round (and compact) before ending again?
             let mut ends = 0;
             let mut i = 0;
             loop {
@@ -732,8 +997,13 @@ proptest! {
                 match answer {
                     Answer::Turn(TurnVerdict::Continue { .. }) => {
                         continues_total += 1;
+                        continues_in_prompt += 1;
                         if works.get(i).copied().unwrap_or(false) {
-                            driver.ask(Question::EndTurn { stop: StopReason::ToolUse, tool_calls: 1 }, None);
+                            driver.tool_round(1 + i % 3, None);
+                            if i % 2 == 1 {
+                                driver.ask(Question::PreCompact, None);
+                                driver.ask(Question::Compacted(3), None);
+                            }
                             ends = 0;
                         }
                         i += 1;
@@ -741,11 +1011,20 @@ proptest! {
                     Answer::Turn(TurnVerdict::End { .. }) => break,
                     other => panic!("unexpected answer {other:?}"),
                 }
-                prop_assert!(ends <= 2, "the model ended three times in a row without stopping");
-                prop_assert!(continues_total <= budget, "more continuations than the budget");
+                let max_ends = match decline {
+                    DeclineRule::On => 2,
+                    DeclineRule::Off => budget + 1,
+                };
+                prop_assert!(ends <= max_ends, "the model ended {} times in a row without stopping", ends);
+                prop_assert!(continues_in_prompt <= budget, "more continuations in a prompt than the budget");
+                if scope == BudgetScope::Session {
+                    prop_assert!(continues_total <= budget, "more continuations in a session than the budget");
+                }
             }
             prop_assert!(!driver.session.in_prompt());
         }
+        driver.end_session();
+        prop_assert_eq!(driver.answers.len(), driver.questions);
     }
 }
 
@@ -761,7 +1040,8 @@ proptest! {
         let config = HookConfig::from_values(allow, None, None).unwrap();
         let server = ServerName::new("srv").unwrap();
         let mut session = Session::new(config, vec![server]).unwrap();
-        session.handle(Time::ZERO, Input::ServerStarted { server: ServerId(0), tools: listing.clone() }).unwrap();
+        let tools = listing.iter().map(|t| ListedTool::named(t.as_str())).collect();
+        session.handle(Time::ZERO, Input::ServerStarted { server: ServerId(0), tools }).unwrap();
         for (_, tool) in session.model_tools() {
             prop_assert!(!tool.bare.starts_with('_'));
             prop_assert!(tool.qualified.len() <= 64);
@@ -772,4 +1052,14 @@ proptest! {
             prop_assert_eq!(session.resolve(&qualified), None);
         }
     }
+}
+
+/// `name` or `name(p1,p2)`: a tool whose schema names these properties.
+fn listed_tool(word: &str) -> ListedTool {
+    let Some((name, props)) = word.strip_suffix(')').and_then(|w| w.split_once('(')) else {
+        return ListedTool::named(word);
+    };
+    let mut tool = ListedTool::named(name);
+    tool.properties = props.split(',').map(str::to_owned).collect();
+    tool
 }

@@ -89,18 +89,18 @@ fn n3_n4_h4_listing_warnings() {
         r"
         servers s
         allow *
-        up s read read _Stop _stop _PreToolUse bad.name _Stop
+        up s read read _Stop _stop _SubagentStart bad.name _Stop
         tools
         ",
         expect![[r#"
             [0ms] session
               start s
               starting s, attempt 1
-            [0ms] up s read read _Stop _stop _PreToolUse bad.name _Stop
+            [0ms] up s read read _Stop _stop _SubagentStart bad.name _Stop
               server s up: 1 model tool(s), hooks [_Stop]
               warning: server s lists tool "read" twice; the second is ignored
-              warning: server s lists "_stop", which starts with "_" and so is hidden from the model, but is no hook point Sprout calls (_Stop, _PostCompact); did you mean _Stop?
-              warning: server s lists "_PreToolUse", which starts with "_" and so is hidden from the model, but is no hook point Sprout calls (_Stop, _PostCompact); rename it without the leading "_" if the model should see it
+              warning: server s lists "_stop", which starts with "_" and so is hidden from the model, but is no hook point Sprout calls (_SessionStart, _UserPromptSubmit, _PreToolUse, _PostToolUse, _Stop, _PreCompact, _PostCompact, _SessionEnd); did you mean _Stop?
+              warning: server s lists "_SubagentStart", which starts with "_" and so is hidden from the model, but is no hook point Sprout calls (_SessionStart, _UserPromptSubmit, _PreToolUse, _PostToolUse, _Stop, _PreCompact, _PostCompact, _SessionEnd); rename it without the leading "_" if the model should see it
               warning: tool "bad.name" of server s is not offered to the model: the qualified name contains '.', model APIs accept only A-Z a-z 0-9 _ -
               warning: server s lists tool "_Stop" twice; the second is ignored
             [0ms] tools
@@ -344,9 +344,10 @@ fn s4_no_objection_stops() {
     );
 }
 
-// [S4]: a round with nobody to call decides at once.
+// [S5], [E7]: with nobody up to call there is no round: the prompt ends at
+// once, saying nobody could object.
 #[test]
-fn s4_round_with_no_listener_ends_at_once() {
+fn s5_e7_no_stop_hook_when_nobody_up_lists_it() {
     check(
         r"
         servers a
@@ -363,9 +364,8 @@ fn s4_round_with_no_listener_ends_at_once() {
               server a up: 1 model tool(s), hooks []
             [0ms] prompt
             [0ms] model end_turn
-              round 1 _Stop: [] by 2500ms
-              decided (round 1): prompt ended, no_objection
-              => end: no_objection
+              decided: prompt ended, no_stop_hook
+              => end: no_stop_hook
         "#]],
     );
 }
@@ -1286,7 +1286,7 @@ fn t4_never_started_server_restarts_on_next_prompt() {
         allow *
         fail a npx timed out
         prompt
-        model end_turn        # left out, backoff not over
+        model end_turn        # down, backoff not over: nobody to ask [S5]
         at 300
         prompt                # due: restarted
         up a _Stop
@@ -1301,9 +1301,8 @@ fn t4_never_started_server_restarts_on_next_prompt() {
               server a down: start failed (npx timed out), failures 1, retry from 250ms
             [0ms] prompt
             [0ms] model end_turn
-              round 1 _Stop: [] by 2500ms, left out [a]
-              decided (round 1): prompt ended, no_objection
-              => end: no_objection
+              decided: prompt ended, no_stop_hook
+              => end: no_stop_hook
             [300ms] at 300
             [300ms] prompt
               start a
@@ -1312,12 +1311,867 @@ fn t4_never_started_server_restarts_on_next_prompt() {
               server a up: 0 model tool(s), hooks [_Stop]
             [300ms] model end_turn
               call #1 a._Stop by 2800ms
-              round 2 _Stop: [a] by 2800ms
+              round 1 _Stop: [a] by 2800ms
             [300ms] reply 1 now I object
-              hook a._Stop round 2: objection "now I object" after 0ms
-              decided (round 2): objection honoured from [a], budget 1/3
+              hook a._Stop round 1: objection "now I object" after 0ms
+              decided (round 1): objection honoured from [a], budget 1/3
               => continue with 1 pair(s)
-                 sprout-2-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"now I object"}
+                 sprout-1-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"now I object"}
+        "#]],
+    );
+}
+
+// [E1], [K1], [K2]: _SessionStart runs once the loop knows the session, before
+// the first model request; its answers are pairs after the prompt. A hook
+// whose schema names session_id and cwd gets exactly those; one that names
+// nothing gets {} [H5].
+#[test]
+fn e1_session_start_injects_and_learns_the_context() {
+    check(
+        r"
+        servers a b
+        allow *
+        up a _SessionStart(session_id,cwd,prompt)
+        up b _SessionStart _Stop(session_id)
+        prompt
+        session_start s-7 /work/repo
+        reply 1 welcome back
+        reply 2 empty
+        model end_turn 0 done
+        reply 3 empty
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+            [0ms] up a _SessionStart(session_id,cwd,prompt)
+              server a up: 0 model tool(s), hooks [_SessionStart]
+            [0ms] up b _SessionStart _Stop(session_id)
+              server b up: 0 model tool(s), hooks [_SessionStart _Stop]
+            [0ms] prompt
+            [0ms] session_start s-7 /work/repo
+              call #1 a._SessionStart by 2500ms with {"cwd":"/work/repo","session_id":"s-7"}
+              call #2 b._SessionStart by 2500ms
+              round 1 _SessionStart: [a b] by 2500ms
+            [0ms] reply 1 welcome back
+              hook a._SessionStart round 1: injection "welcome back" after 0ms
+            [0ms] reply 2 empty
+              hook b._SessionStart round 1: empty after 0ms
+              decided (round 1): _SessionStart adds from [a]
+              => session context with 1 pair(s)
+                 sprout-1-0 a___SessionStart({}) -> {"hook":"_SessionStart","server":"a","text":"welcome back"}
+            [0ms] model end_turn 0 done
+              call #3 b._Stop by 2500ms with {"session_id":"s-7"}
+              round 2 _Stop: [b] by 2500ms
+            [0ms] reply 3 empty
+              hook b._Stop round 2: empty after 0ms
+              decided (round 2): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+}
+
+// [E2], [K2]: _UserPromptSubmit sees the prompt if it asks; its answers are
+// pairs right after the prompt; it cannot refuse the prompt.
+#[test]
+fn e2_user_prompt_submit_adds_context() {
+    check(
+        r"
+        servers a
+        allow *
+        up a _UserPromptSubmit(prompt,attempt)
+        prompt
+        submit fix the build
+        reply 1 the build broke at 10:02
+        model end_turn
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _UserPromptSubmit(prompt,attempt)
+              server a up: 0 model tool(s), hooks [_UserPromptSubmit]
+            [0ms] prompt
+            [0ms] submit fix the build
+              call #1 a._UserPromptSubmit by 2500ms with {"prompt":"fix the build"}
+              round 1 _UserPromptSubmit: [a] by 2500ms
+            [0ms] reply 1 the build broke at 10:02
+              hook a._UserPromptSubmit round 1: injection "the build broke at 10:02" after 0ms
+              decided (round 1): _UserPromptSubmit adds from [a]
+              => prompt context with 1 pair(s)
+                 sprout-1-0 a___UserPromptSubmit({}) -> {"hook":"_UserPromptSubmit","server":"a","text":"the build broke at 10:02"}
+            [0ms] model end_turn
+              decided: prompt ended, no_stop_hook
+              => end: no_stop_hook
+        "#]],
+    );
+}
+
+// [E3]: the tool calls of one turn are asked about in one round, in
+// parallel; a non-empty answer refuses that call with the envelope as its
+// error result; empty, error and timeout let it run (fail-open). One gate
+// per asked call, in order.
+#[test]
+fn e3_pre_tool_use_refuses_calls() {
+    check(
+        r#"
+        servers gate todo
+        allow *
+        timeout 100
+        up gate _PreToolUse(tool,server,arguments,output) sh
+        up todo _PreToolUse add
+        prompt
+        model tool_use 3
+        pretool gate.sh={"cmd":"git-push"} todo.add={"item":"x"} gate.sh={"cmd":"ls"}
+        reply 1 no git push while the suite is red
+        reply 2 error crashed inside
+        reply 4 empty
+        reply 5 blank
+        reply 6 also no
+        at 100
+        "#,
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+              start todo
+              starting todo, attempt 1
+            [0ms] up gate _PreToolUse(tool,server,arguments,output) sh
+              server gate up: 1 model tool(s), hooks [_PreToolUse]
+            [0ms] up todo _PreToolUse add
+              server todo up: 1 model tool(s), hooks [_PreToolUse]
+            [0ms] prompt
+            [0ms] model tool_use 3
+              => run tools
+            [0ms] pretool gate.sh={"cmd":"git-push"} todo.add={"item":"x"} gate.sh={"cmd":"ls"}
+              call #1 gate._PreToolUse by 100ms with {"arguments":{"cmd":"git-push"},"server":"gate","tool":"sh"}
+              call #2 gate._PreToolUse by 100ms with {"arguments":{"item":"x"},"server":"todo","tool":"add"}
+              call #3 gate._PreToolUse by 100ms with {"arguments":{"cmd":"ls"},"server":"gate","tool":"sh"}
+              call #4 todo._PreToolUse by 100ms
+              call #5 todo._PreToolUse by 100ms
+              call #6 todo._PreToolUse by 100ms
+              round 1 _PreToolUse: [gate todo] by 100ms
+            [0ms] reply 1 no git push while the suite is red
+              hook gate._PreToolUse round 1: objection "no git push while the suite is red" after 0ms
+            [0ms] reply 2 error crashed inside
+              hook gate._PreToolUse round 1: error (error result) "crashed inside" after 0ms
+            [0ms] reply 4 empty
+              hook todo._PreToolUse round 1: empty after 0ms
+            [0ms] reply 5 blank
+              hook todo._PreToolUse round 1: empty after 0ms
+            [0ms] reply 6 also no
+              hook todo._PreToolUse round 1: objection "also no" after 0ms
+            [100ms] at 100
+              cancel #3
+              hook gate._PreToolUse round 1: timeout after 100ms
+              decided (round 1): 3 tool call(s) gated, refused [0 2]
+              => gates for 3 call(s)
+                 [0] refused, error result:
+                   {"hook":"_PreToolUse","server":"gate","text":"no git push while the suite is red"}
+                 [1] run
+                 [2] refused, error result:
+                   {"hook":"_PreToolUse","server":"todo","text":"also no"}
+        "#]],
+    );
+}
+
+// [E3], [E7]: with no server listing _PreToolUse, every call runs at once:
+// no round, no event.
+#[test]
+fn e3_e7_no_pre_tool_hook_costs_nothing() {
+    check(
+        r"
+        servers a
+        allow *
+        up a _Stop read
+        prompt
+        model tool_use 2
+        pretool a.read a.read
+        posttool a.read=ok a.read=!failed
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop read
+              server a up: 1 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model tool_use 2
+              => run tools
+            [0ms] pretool a.read a.read
+              => gates for 2 call(s)
+                 [0] run
+                 [1] run
+            [0ms] posttool a.read=ok a.read=!failed
+              => notes for 2 call(s)
+                 [0] 0 after the output
+                 [1] 0 after the output
+        "#]],
+    );
+}
+
+// [E4]: after tools ran, _PostToolUse answers become extra envelopes after
+// each call's output; a hook that asks sees the output and is_error.
+#[test]
+fn e4_post_tool_use_appends_notes() {
+    check(
+        r"
+        servers lint log
+        allow *
+        up lint _PostToolUse(tool,output,is_error) write
+        up log _PostToolUse
+        prompt
+        model tool_use 2
+        posttool lint.write=wrote lint.write=!disk-full
+        reply 1 line 3 has a tab
+        reply 2 empty
+        reply 3 logged
+        reply 4 logged
+        ",
+        expect![[r#"
+            [0ms] session
+              start lint
+              starting lint, attempt 1
+              start log
+              starting log, attempt 1
+            [0ms] up lint _PostToolUse(tool,output,is_error) write
+              server lint up: 1 model tool(s), hooks [_PostToolUse]
+            [0ms] up log _PostToolUse
+              server log up: 0 model tool(s), hooks [_PostToolUse]
+            [0ms] prompt
+            [0ms] model tool_use 2
+              => run tools
+            [0ms] posttool lint.write=wrote lint.write=!disk-full
+              call #1 lint._PostToolUse by 2500ms with {"is_error":false,"output":"wrote","tool":"write"}
+              call #2 lint._PostToolUse by 2500ms with {"is_error":true,"output":"disk-full","tool":"write"}
+              call #3 log._PostToolUse by 2500ms
+              call #4 log._PostToolUse by 2500ms
+              round 1 _PostToolUse: [lint log] by 2500ms
+            [0ms] reply 1 line 3 has a tab
+              hook lint._PostToolUse round 1: injection "line 3 has a tab" after 0ms
+            [0ms] reply 2 empty
+              hook lint._PostToolUse round 1: empty after 0ms
+            [0ms] reply 3 logged
+              hook log._PostToolUse round 1: injection "logged" after 0ms
+            [0ms] reply 4 logged
+              hook log._PostToolUse round 1: injection "logged" after 0ms
+              decided (round 1): _PostToolUse adds from [lint log log]
+              => notes for 2 call(s)
+                 [0] 2 after the output
+                   {"hook":"_PostToolUse","server":"lint","text":"line 3 has a tab"}
+                   {"hook":"_PostToolUse","server":"log","text":"logged"}
+                 [1] 1 after the output
+                   {"hook":"_PostToolUse","server":"log","text":"logged"}
+        "#]],
+    );
+}
+
+// [E5], [K2]: _PreCompact answers are pins (pairs kept verbatim, given to the
+// summariser); the next _PostCompact gets them as `pins`, and the summary.
+#[test]
+fn e5_pre_compact_pins_reach_post_compact() {
+    check(
+        r"
+        servers todo
+        allow *
+        up todo _PreCompact(reason) _PostCompact(pins,summary,reason)
+        prompt
+        precompact
+        reply 1 [ ] ship the fix
+        compacted 9 we fixed two bugs
+        reply 2 empty
+        precompact
+        reply 3 empty
+        compacted 4
+        reply 4 empty
+        ",
+        expect![[r#"
+            [0ms] session
+              start todo
+              starting todo, attempt 1
+            [0ms] up todo _PreCompact(reason) _PostCompact(pins,summary,reason)
+              server todo up: 0 model tool(s), hooks [_PreCompact _PostCompact]
+            [0ms] prompt
+            [0ms] precompact
+              call #1 todo._PreCompact by 2500ms with {"reason":"threshold"}
+              round 1 _PreCompact: [todo] by 2500ms
+            [0ms] reply 1 [ ] ship the fix
+              hook todo._PreCompact round 1: injection "[ ] ship the fix" after 0ms
+              decided (round 1): _PreCompact adds from [todo]
+              => pin with 1 pair(s)
+                 sprout-1-0 todo___PreCompact({}) -> {"hook":"_PreCompact","server":"todo","text":"[ ] ship the fix"}
+            [0ms] compacted 9 we fixed two bugs
+              call #2 todo._PostCompact by 2500ms with {"pins":[{"server":"todo","text":"[ ] ship the fix"}],"summary":"we fixed two bugs"}
+              round 2 _PostCompact: [todo] by 2500ms
+            [0ms] reply 2 empty
+              hook todo._PostCompact round 2: empty after 0ms
+              decided (round 2): reinject from []
+              => reinject with 0 pair(s)
+            [0ms] precompact
+              call #3 todo._PreCompact by 2500ms with {"reason":"threshold"}
+              round 3 _PreCompact: [todo] by 2500ms
+            [0ms] reply 3 empty
+              hook todo._PreCompact round 3: empty after 0ms
+              decided (round 3): _PreCompact adds from []
+              => pin with 0 pair(s)
+            [0ms] compacted 4
+              call #4 todo._PostCompact by 2500ms with {"pins":[]}
+              round 4 _PostCompact: [todo] by 2500ms
+            [0ms] reply 4 empty
+              hook todo._PostCompact round 4: empty after 0ms
+              decided (round 4): reinject from []
+              => reinject with 0 pair(s)
+        "#]],
+    );
+}
+
+// [E6]: _SessionEnd is told once, when no prompt runs, with a deadline of at
+// most 1 s whatever the hook timeout; its answers are ignored; nothing may
+// follow.
+#[test]
+fn e6_session_end_is_short_and_ignored() {
+    check(
+        r"
+        servers a b:500
+        allow *
+        timeout 5000
+        up a _SessionEnd(reason)
+        up b _SessionEnd
+        prompt
+        end exit
+        abort cancelled
+        end signal
+        reply 1 bye
+        at 500
+        at 1000
+        end exit
+        prompt
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+            [0ms] up a _SessionEnd(reason)
+              server a up: 0 model tool(s), hooks [_SessionEnd]
+            [0ms] up b _SessionEnd
+              server b up: 0 model tool(s), hooks [_SessionEnd]
+            [0ms] prompt
+            [0ms] end exit
+              usage error: a prompt is already running
+            [0ms] abort cancelled
+              decided: prompt ended, cancelled
+              => end: cancelled
+            [0ms] end signal
+              call #1 a._SessionEnd by 1000ms with {"reason":"signal"}
+              call #2 b._SessionEnd by 500ms
+              round 1 _SessionEnd: [a b] by 1000ms
+            [0ms] reply 1 bye
+              hook a._SessionEnd round 1: ignored "bye" after 0ms
+            [500ms] at 500
+              cancel #2
+              hook b._SessionEnd round 1: timeout after 500ms
+              decided (round 1): session ended, signal
+              => session end told
+            [1000ms] at 1000
+            [1000ms] end exit
+              usage error: the session has ended
+            [1000ms] prompt
+              usage error: the session has ended
+        "#]],
+    );
+}
+
+// [E7]: a hook point that no allowlisted up server lists costs nothing: no
+// round, no event, an answer at once; for _Stop the end says so [S5].
+#[test]
+fn e7_unlisted_hook_points_cost_nothing() {
+    check(
+        r"
+        servers a b
+        allow a
+        up a read
+        up b _SessionStart _UserPromptSubmit _PreCompact _PostCompact _SessionEnd _Stop
+        prompt
+        session_start s /
+        submit hi
+        precompact
+        compacted 3 summary
+        model end_turn
+        end closed
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+            [0ms] up a read
+              server a up: 1 model tool(s), hooks []
+            [0ms] up b _SessionStart _UserPromptSubmit _PreCompact _PostCompact _SessionEnd _Stop
+              server b up: 0 model tool(s), hooks [_SessionStart _UserPromptSubmit _PreCompact _PostCompact _SessionEnd _Stop]
+            [0ms] prompt
+            [0ms] session_start s /
+              => session context with 0 pair(s)
+            [0ms] submit hi
+              => prompt context with 0 pair(s)
+            [0ms] precompact
+              => pin with 0 pair(s)
+            [0ms] compacted 3 summary
+              => reinject with 0 pair(s)
+            [0ms] model end_turn
+              decided: prompt ended, no_stop_hook
+              => end: no_stop_hook
+            [0ms] end closed
+              => session end told
+        "#]],
+    );
+}
+
+// [K4]: a required property the agent cannot fill at that hook point is a
+// start-up warning naming server, hook and property; the hook is still
+// called, with what it can get.
+#[test]
+fn k4_unfillable_required_property_warns() {
+    check(
+        r"
+        servers a
+        allow *
+        up a _Stop(attempt!,prompt!,ticket!)
+        prompt
+        model end_turn
+        reply 1 empty
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop(attempt!,prompt!,ticket!)
+              server a up: 0 model tool(s), hooks [_Stop]
+              warning: _Stop of server a requires input property "prompt", which Sprout cannot fill at _Stop; it is called without it
+              warning: _Stop of server a requires input property "ticket", which Sprout cannot fill at _Stop; it is called without it
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms with {"attempt":1}
+              round 1 _Stop: [a] by 2500ms
+            [0ms] reply 1 empty
+              hook a._Stop round 1: empty after 0ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+}
+
+// [K2]: `attempt` counts the _Stop rounds of this prompt from 1; budget_left
+// is what the budget still allows before the round; last_assistant_message
+// is the model's text.
+#[test]
+fn k2_stop_input_counts_attempts() {
+    check(
+        r"
+        servers a
+        allow *
+        budget 2
+        up a _Stop(attempt,budget_left,last_assistant_message)
+        prompt
+        model end_turn 0 all done
+        reply 1 tests are red
+        model tool_use 1
+        model end_turn 0 fixed it
+        reply 2 empty
+        prompt
+        model end_turn 0 again
+        reply 3 no
+        model tool_use 1
+        model end_turn 0 now
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop(attempt,budget_left,last_assistant_message)
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn 0 all done
+              call #1 a._Stop by 2500ms with {"attempt":1,"budget_left":2,"last_assistant_message":"all done"}
+              round 1 _Stop: [a] by 2500ms
+            [0ms] reply 1 tests are red
+              hook a._Stop round 1: objection "tests are red" after 0ms
+              decided (round 1): objection honoured from [a], budget 1/2
+              => continue with 1 pair(s)
+                 sprout-1-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"tests are red"}
+            [0ms] model tool_use 1
+              => run tools
+            [0ms] model end_turn 0 fixed it
+              call #2 a._Stop by 2500ms with {"attempt":2,"budget_left":1,"last_assistant_message":"fixed it"}
+              round 2 _Stop: [a] by 2500ms
+            [0ms] reply 2 empty
+              hook a._Stop round 2: empty after 0ms
+              decided (round 2): prompt ended, no_objection
+              => end: no_objection
+            [0ms] prompt
+            [0ms] model end_turn 0 again
+              call #3 a._Stop by 2500ms with {"attempt":1,"budget_left":1,"last_assistant_message":"again"}
+              round 3 _Stop: [a] by 2500ms
+            [0ms] reply 3 no
+              hook a._Stop round 3: objection "no" after 0ms
+              decided (round 3): objection honoured from [a], budget 2/2
+              => continue with 1 pair(s)
+                 sprout-3-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"no"}
+            [0ms] model tool_use 1
+              => run tools
+            [0ms] model end_turn 0 now
+              decided: prompt ended, budget_spent
+              => end: budget_spent
+        "#]],
+    );
+}
+
+// [K3]: every string of a hook's input is capped at 16 KiB, cut as in [R4].
+#[test]
+fn k3_long_input_strings_are_cut() {
+    check(
+        r"
+        servers a
+        allow *
+        up a _UserPromptSubmit(prompt)
+        prompt
+        submit big              # 20000 bytes
+        reply 1 empty
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _UserPromptSubmit(prompt)
+              server a up: 0 model tool(s), hooks [_UserPromptSubmit]
+            [0ms] prompt
+            [0ms] submit big
+              call #1 a._UserPromptSubmit by 2500ms with {"prompt":"yyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyyy…(16455 bytes)…\n[sprout: hook input cut here, 3616 more bytes not shown]"}
+              round 1 _UserPromptSubmit: [a] by 2500ms
+            [0ms] reply 1 empty
+              hook a._UserPromptSubmit round 1: empty after 0ms
+              decided (round 1): _UserPromptSubmit adds from []
+              => prompt context with 0 pair(s)
+        "#]],
+    );
+}
+
+// [G1]: with scope `prompt` the budget is refilled at every prompt.
+#[test]
+fn g1_prompt_scope_refills_the_budget() {
+    check(
+        r"
+        servers a
+        allow *
+        budget 1
+        scope prompt
+        up a _Stop(budget_left)
+        prompt
+        model end_turn
+        reply 1 no
+        model tool_use 1
+        model end_turn          # spent in this prompt
+        prompt
+        model end_turn          # refilled
+        reply 2 no again
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop(budget_left)
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms with {"budget_left":1}
+              round 1 _Stop: [a] by 2500ms
+            [0ms] reply 1 no
+              hook a._Stop round 1: objection "no" after 0ms
+              decided (round 1): objection honoured from [a], budget 1/1
+              => continue with 1 pair(s)
+                 sprout-1-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"no"}
+            [0ms] model tool_use 1
+              => run tools
+            [0ms] model end_turn
+              decided: prompt ended, budget_spent
+              => end: budget_spent
+            [0ms] prompt
+            [0ms] model end_turn
+              call #2 a._Stop by 2500ms with {"budget_left":1}
+              round 2 _Stop: [a] by 2500ms
+            [0ms] reply 2 no again
+              hook a._Stop round 2: objection "no again" after 0ms
+              decided (round 2): objection honoured from [a], budget 1/1
+              => continue with 1 pair(s)
+                 sprout-2-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"no again"}
+        "#]],
+    );
+}
+
+// [G2]: with the decline rule `off`, a model that ends again right after an
+// objection is asked about again, until the budget is spent.
+#[test]
+fn g2_decline_rule_off_asks_again() {
+    check(
+        r"
+        servers a
+        allow *
+        budget 2
+        decline off
+        up a _Stop
+        prompt
+        model end_turn
+        reply 1 no
+        model end_turn          # no tool call in between: asked again
+        reply 2 still no
+        model end_turn          # spent
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              round 1 _Stop: [a] by 2500ms
+            [0ms] reply 1 no
+              hook a._Stop round 1: objection "no" after 0ms
+              decided (round 1): objection honoured from [a], budget 1/2
+              => continue with 1 pair(s)
+                 sprout-1-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"no"}
+            [0ms] model end_turn
+              call #2 a._Stop by 2500ms
+              round 2 _Stop: [a] by 2500ms
+            [0ms] reply 2 still no
+              hook a._Stop round 2: objection "still no" after 0ms
+              decided (round 2): objection honoured from [a], budget 2/2
+              => continue with 1 pair(s)
+                 sprout-2-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"still no"}
+            [0ms] model end_turn
+              decided: prompt ended, budget_spent
+              => end: budget_spent
+        "#]],
+    );
+}
+
+// [C4], [T1]: a server's own hook timeout overrides the session's, per call:
+// a round lasts until its latest deadline, each call times out at its own.
+#[test]
+fn c4_per_server_hook_timeout() {
+    check(
+        r"
+        servers todo gate:120000
+        allow *
+        up todo _Stop
+        up gate _Stop
+        prompt
+        model end_turn
+        at 2500
+        at 60000
+        reply 2 suite is red
+        ",
+        expect![[r#"
+            [0ms] session
+              start todo
+              starting todo, attempt 1
+              start gate
+              starting gate, attempt 1
+            [0ms] up todo _Stop
+              server todo up: 0 model tool(s), hooks [_Stop]
+            [0ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 todo._Stop by 2500ms
+              call #2 gate._Stop by 120000ms
+              round 1 _Stop: [todo gate] by 120000ms
+            [2500ms] at 2500
+              cancel #1
+              hook todo._Stop round 1: timeout after 2500ms
+            [60000ms] at 60000
+            [60000ms] reply 2 suite is red
+              hook gate._Stop round 1: objection "suite is red" after 60000ms
+              decided (round 1): objection honoured from [gate], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-1-1 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"suite is red"}
+        "#]],
+    );
+}
+
+// [R5]: one round injects at most 64 KiB, servers in configuration order:
+// the first answer past the cap is cut with a marker, later ones dropped,
+// each with a warning.
+#[test]
+fn r5_round_injection_cap() {
+    check(
+        r"
+        servers a b c d e f
+        allow *
+        up a _PostCompact
+        up b _PostCompact
+        up c _PostCompact
+        up d _PostCompact
+        up e _PostCompact
+        up f _PostCompact
+        prompt
+        compacted 5
+        reply 1 big
+        reply 2 big
+        reply 3 big
+        reply 4 big
+        reply 5 big
+        reply 6 small
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              start b
+              starting b, attempt 1
+              start c
+              starting c, attempt 1
+              start d
+              starting d, attempt 1
+              start e
+              starting e, attempt 1
+              start f
+              starting f, attempt 1
+            [0ms] up a _PostCompact
+              server a up: 0 model tool(s), hooks [_PostCompact]
+            [0ms] up b _PostCompact
+              server b up: 0 model tool(s), hooks [_PostCompact]
+            [0ms] up c _PostCompact
+              server c up: 0 model tool(s), hooks [_PostCompact]
+            [0ms] up d _PostCompact
+              server d up: 0 model tool(s), hooks [_PostCompact]
+            [0ms] up e _PostCompact
+              server e up: 0 model tool(s), hooks [_PostCompact]
+            [0ms] up f _PostCompact
+              server f up: 0 model tool(s), hooks [_PostCompact]
+            [0ms] prompt
+            [0ms] compacted 5
+              call #1 a._PostCompact by 2500ms
+              call #2 b._PostCompact by 2500ms
+              call #3 c._PostCompact by 2500ms
+              call #4 d._PostCompact by 2500ms
+              call #5 e._PostCompact by 2500ms
+              call #6 f._PostCompact by 2500ms
+              round 1 _PostCompact: [a b c d e f] by 2500ms
+            [0ms] reply 1 big
+              hook a._PostCompact round 1: injection "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(16442 bytes)…xx\n[sprout: hook answer cut here, 3616 more bytes not shown]" after 0ms
+            [0ms] reply 2 big
+              hook b._PostCompact round 1: injection "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(16442 bytes)…xx\n[sprout: hook answer cut here, 3616 more bytes not shown]" after 0ms
+            [0ms] reply 3 big
+              hook c._PostCompact round 1: injection "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(16442 bytes)…xx\n[sprout: hook answer cut here, 3616 more bytes not shown]" after 0ms
+            [0ms] reply 4 big
+              hook d._PostCompact round 1: injection "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(16442 bytes)…xx\n[sprout: hook answer cut here, 3616 more bytes not shown]" after 0ms
+            [0ms] reply 5 big
+              hook e._PostCompact round 1: injection "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx…(16442 bytes)…xx\n[sprout: hook answer cut here, 3616 more bytes not shown]" after 0ms
+            [0ms] reply 6 small
+              hook f._PostCompact round 1: injection "small" after 0ms
+              warning: the answer of server e to _PostCompact (round 1) was dropped: the round's answers passed the 64 KiB cap
+              warning: the answer of server f to _PostCompact (round 1) was dropped: the round's answers passed the 64 KiB cap
+              decided (round 1): reinject from [a b c d]
+              => reinject with 4 pair(s)
+                 sprout-1-0 a___PostCompact({}) -> {"hook":"_PostCompact","server":"a","text":"xxxxxxxxxxxxxxxx…(16489 bytes)…n[sprout: hook answer cut here, 3616 more bytes not shown]"}
+                 sprout-1-1 b___PostCompact({}) -> {"hook":"_PostCompact","server":"b","text":"xxxxxxxxxxxxxxxx…(16489 bytes)…n[sprout: hook answer cut here, 3616 more bytes not shown]"}
+                 sprout-1-2 c___PostCompact({}) -> {"hook":"_PostCompact","server":"c","text":"xxxxxxxxxxxxxxxx…(16489 bytes)…n[sprout: hook answer cut here, 3616 more bytes not shown]"}
+                 sprout-1-3 d___PostCompact({}) -> {"hook":"_PostCompact","server":"d","text":"xxxxxxxxxxxxxxxx…(16314 bytes)…\n[sprout: hook answer cut here, 232 more bytes not shown]"}
+        "#]],
+    );
+}
+
+// [T3] with [E3]: a server's parallel calls of one round share a deadline,
+// so timing out together counts once; the next round's timeout kills it,
+// ending all its calls. [T5]: cancelling during a _PreToolUse round cancels
+// every call at once.
+#[test]
+fn t3_t5_parallel_calls_of_one_server() {
+    check(
+        r"
+        servers a
+        allow *
+        timeout 100
+        up a _PreToolUse x
+        prompt
+        model tool_use 2
+        pretool a.x a.x
+        at 100                  # both time out: one timeout counted
+        pretool a.x a.x
+        at 200                  # the second in a row: killed, both calls end
+        abort failed
+        at 500
+        prompt
+        want a
+        up a _PreToolUse x
+        model tool_use 2
+        pretool a.x a.x
+        abort cancelled
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _PreToolUse x
+              server a up: 1 model tool(s), hooks [_PreToolUse]
+            [0ms] prompt
+            [0ms] model tool_use 2
+              => run tools
+            [0ms] pretool a.x a.x
+              call #1 a._PreToolUse by 100ms
+              call #2 a._PreToolUse by 100ms
+              round 1 _PreToolUse: [a] by 100ms
+            [100ms] at 100
+              cancel #1
+              hook a._PreToolUse round 1: timeout after 100ms
+              cancel #2
+              hook a._PreToolUse round 1: timeout after 100ms
+              decided (round 1): 2 tool call(s) gated, refused []
+              => gates for 2 call(s)
+                 [0] run
+                 [1] run
+            [100ms] pretool a.x a.x
+              call #3 a._PreToolUse by 200ms
+              call #4 a._PreToolUse by 200ms
+              round 2 _PreToolUse: [a] by 200ms
+            [200ms] at 200
+              kill a
+              hook a._PreToolUse round 2: killed after 100ms
+              hook a._PreToolUse round 2: killed after 100ms
+              server a down: killed, failures 1, retry from 450ms
+              decided (round 2): 2 tool call(s) gated, refused []
+              => gates for 2 call(s)
+                 [0] run
+                 [1] run
+            [200ms] abort failed
+              decided: prompt ended, error
+              => end: error
+            [500ms] at 500
+            [500ms] prompt
+            [500ms] want a
+              start a
+              starting a, attempt 2
+            [500ms] up a _PreToolUse x
+              server a up: 1 model tool(s), hooks [_PreToolUse]
+            [500ms] model tool_use 2
+              => run tools
+            [500ms] pretool a.x a.x
+              call #5 a._PreToolUse by 600ms
+              call #6 a._PreToolUse by 600ms
+              round 3 _PreToolUse: [a] by 600ms
+            [500ms] abort cancelled
+              cancel #5
+              cancel #6
+              hook a._PreToolUse round 3: cancelled after 0ms
+              hook a._PreToolUse round 3: cancelled after 0ms
+              decided (round 3): prompt ended, cancelled
+              => end: cancelled
         "#]],
     );
 }

@@ -4,25 +4,35 @@
 //! and build the [`Session`] at the first other command:
 //!
 //! ```text
-//! servers a b c          configuration order
+//! servers a b:120000 c   configuration order; `b:120000`: b's own hookTimeoutMs
 //! allow *                MCP_HOOK_SERVERS as written ("allow" alone: unset)
 //! budget 3               SPROUT_AGENT_STOP_MAX_REJECTIONS
 //! timeout 2500           SPROUT_AGENT_HOOK_TIMEOUT_MS
+//! scope prompt           SPROUT_AGENT_STOP_BUDGET_SCOPE
+//! decline off            SPROUT_AGENT_STOP_DECLINE_RULE
 //! ```
 //!
 //! Commands, each fed at the current virtual time:
 //!
 //! ```text
 //! up a _Stop read        server a started and listed these tools
+//! up a _Stop(attempt,x!) ... with these schema properties; `!`: required
 //! fail a why             server a failed to start
 //! exit a why             server a exited on its own
 //! want a                 the loop wants server a for a tool call
 //! prompt                 a prompt starts
-//! model end_turn [N]     the model answered with this stop reason and N tool calls
+//! session_start ID CWD   the session starts, with this id and directory
+//! submit text...|big     the prompt's text (big: 20000 bytes) was submitted
+//! model end_turn [N] [text...]  the model answered with this stop reason, N
+//!                        tool calls and this text
+//! pretool a.read[=JSON] ...     these tool calls are about to run
+//! posttool a.read=out a.write!=out ...  these ran (`!`: an error result)
 //! reply 3 text...        call #3 answered with this text
 //! reply 3 empty|blank|image|crash|transport|rpc|error text...
 //! at 2500                time is now 2500 ms: handle_timeout
-//! compacted 4            compaction removed 4 messages
+//! precompact             compaction is about to run
+//! compacted 4 [summary...]  compaction removed 4 messages, with this summary
+//! end exit|closed|disconnected|signal  the session ends
 //! abort cancelled|max_rounds|failed
 //! tools                  print the model's tool list
 //! resolve NAME           print where a model tool call goes
@@ -45,10 +55,12 @@ pub(crate) fn check(script: &str, expect: expect_test::Expect) {
 
 /// Runs `script` and returns its trace.
 pub(crate) fn run(script: &str) -> String {
-    let mut servers: Vec<ServerName> = Vec::new();
+    let mut servers: Vec<ServerSetup> = Vec::new();
     let mut allow: Option<String> = None;
     let mut budget: Option<String> = None;
     let mut timeout: Option<String> = None;
+    let mut scope: Option<String> = None;
+    let mut decline: Option<String> = None;
     let mut session: Option<Session> = None;
     let mut now = Time::ZERO;
     let mut out = String::new();
@@ -62,7 +74,15 @@ pub(crate) fn run(script: &str) -> String {
         let words: Vec<&str> = rest.split_whitespace().collect();
         match (cmd, &session) {
             ("servers", None) => {
-                servers = words.iter().map(|w| ServerName::new(*w).unwrap()).collect();
+                servers = words.iter().map(|w| server_setup(w)).collect();
+                continue;
+            }
+            ("scope", None) => {
+                scope = Some(rest.to_owned());
+                continue;
+            }
+            ("decline", None) => {
+                decline = Some(rest.to_owned());
                 continue;
             }
             ("allow", None) => {
@@ -82,6 +102,7 @@ pub(crate) fn run(script: &str) -> String {
         let s = session.get_or_insert_with(|| {
             let config =
                 HookConfig::from_values(allow.as_deref(), timeout.as_deref(), budget.as_deref())
+                    .and_then(|c| c.with_stop_governance(scope.as_deref(), decline.as_deref()))
                     .unwrap();
             let mut s = Session::new(config, servers.clone()).unwrap();
             writeln!(out, "[{now}] session").unwrap();
@@ -100,7 +121,7 @@ pub(crate) fn run(script: &str) -> String {
         let input = match cmd {
             "up" => Some(Input::ServerStarted {
                 server: id(words[0]),
-                tools: words[1..].iter().map(|w| w.to_string()).collect(),
+                tools: words[1..].iter().map(|w| listed_tool(w)).collect(),
             }),
             "fail" => Some(Input::ServerStartFailed {
                 server: id(words[0]),
@@ -120,7 +141,62 @@ pub(crate) fn run(script: &str) -> String {
             "model" => {
                 let stop = StopReason::from_word(words[0]);
                 let tool_calls = words.get(1).map_or(0, |n| n.parse().unwrap());
-                usage(s.end_turn(now, stop, tool_calls), &mut out);
+                let text = words.get(2..).unwrap_or_default().join(" ");
+                usage(s.end_turn(now, stop, tool_calls, &text), &mut out);
+                None
+            }
+            "session_start" => {
+                let context = HookContext {
+                    session_id: words[0].to_owned(),
+                    cwd: words[1].to_owned(),
+                };
+                usage(s.session_start(now, context), &mut out);
+                None
+            }
+            "submit" => {
+                // `submit big`: a prompt of 20000 bytes.
+                let big = "y".repeat(20_000);
+                let prompt = if rest == "big" { big.as_str() } else { rest };
+                usage(s.prompt_submitted(now, prompt), &mut out);
+                None
+            }
+            "pretool" => {
+                let calls = words.iter().map(|w| tool_use(s, w).0).collect();
+                usage(s.tools_requested(now, calls), &mut out);
+                None
+            }
+            "posttool" => {
+                let runs = words
+                    .iter()
+                    .map(|w| {
+                        let (call, output) = tool_use(s, w);
+                        let (is_error, output) = match output.strip_prefix('!') {
+                            Some(rest) => (true, rest),
+                            None => (false, output),
+                        };
+                        ToolRun {
+                            call,
+                            output: output.to_owned(),
+                            is_error,
+                        }
+                    })
+                    .collect();
+                usage(s.tools_ran(now, runs), &mut out);
+                None
+            }
+            "precompact" => {
+                usage(s.compacting(now), &mut out);
+                None
+            }
+            "end" => {
+                let reason = match words[0] {
+                    "exit" => SessionEndReason::Exit,
+                    "closed" => SessionEndReason::Closed,
+                    "disconnected" => SessionEndReason::Disconnected,
+                    "signal" => SessionEndReason::Signal,
+                    other => panic!("unknown session end reason {other}"),
+                };
+                usage(s.session_end(now, reason), &mut out);
                 None
             }
             "reply" => {
@@ -132,7 +208,12 @@ pub(crate) fn run(script: &str) -> String {
                 })
             }
             "compacted" => {
-                usage(s.compacted(now, words[0].parse().unwrap()), &mut out);
+                let summary = words[1..].join(" ");
+                let summary = Some(summary.as_str()).filter(|s| !s.is_empty());
+                usage(
+                    s.compacted(now, words[0].parse().unwrap(), summary),
+                    &mut out,
+                );
                 None
             }
             "abort" => {
@@ -181,6 +262,50 @@ pub(crate) fn run(script: &str) -> String {
     out
 }
 
+/// `name` or `name:MS`: a server, with its own hook timeout \[C4\].
+fn server_setup(word: &str) -> ServerSetup {
+    let (name, timeout) = match word.split_once(':') {
+        Some((name, ms)) => (name, HookTimeout::from_millis(ms.parse().unwrap())),
+        None => (word, None),
+    };
+    ServerSetup {
+        name: ServerName::new(name).unwrap(),
+        hook_timeout: timeout,
+    }
+}
+
+/// `name` or `name(p1,p2!)`: a tool whose schema names p1 and p2, p2 required.
+fn listed_tool(word: &str) -> ListedTool {
+    let Some((name, props)) = word.strip_suffix(')').and_then(|w| w.split_once('(')) else {
+        return ListedTool::named(word);
+    };
+    let mut tool = ListedTool::named(name);
+    for prop in props.split(',').filter(|p| !p.is_empty()) {
+        match prop.strip_suffix('!') {
+            Some(required) => {
+                tool.properties.push(required.to_owned());
+                tool.required.push(required.to_owned());
+            }
+            None => tool.properties.push(prop.to_owned()),
+        }
+    }
+    tool
+}
+
+/// `server.tool` or `server.tool=REST`: the call, with REST as JSON
+/// arguments (`pretool`) or as output text (`posttool`).
+fn tool_use<'w>(s: &Session, word: &'w str) -> (ToolUse, &'w str) {
+    let (target, rest) = word.split_once('=').unwrap_or((word, ""));
+    let (server, tool) = target.split_once('.').unwrap();
+    let arguments = serde_json::from_str(rest).unwrap_or(serde_json::json!({}));
+    let call = ToolUse {
+        server: s.server_id(server).unwrap(),
+        tool: tool.to_owned(),
+        arguments,
+    };
+    (call, rest)
+}
+
 fn usage(result: Result<(), UsageError>, out: &mut String) {
     if let Err(e) = result {
         writeln!(out, "  usage error: {e}").unwrap();
@@ -222,9 +347,16 @@ pub(crate) fn drain(s: &mut Session, out: &mut String) {
                 call,
                 server,
                 hook,
+                arguments,
                 deadline,
             } => {
-                format!("call {call} {}.{hook} by {deadline}", s.server_name(server))
+                let mut line =
+                    format!("call {call} {}.{hook} by {deadline}", s.server_name(server));
+                if !arguments.is_empty() {
+                    let input = serde_json::Value::Object(arguments).to_string();
+                    write!(line, " with {}", shorten(&input)).unwrap();
+                }
+                line
             }
             Output::CancelCall { call } => format!("cancel {call}"),
             Output::KillServer { server } => format!("kill {}", s.server_name(server)),
@@ -238,6 +370,55 @@ pub(crate) fn drain(s: &mut Session, out: &mut String) {
     }
     if let Some(injections) = s.take_reinjections() {
         writeln!(out, "  {}", render_injections("reinject", &injections)).unwrap();
+    }
+    if let Some(injections) = s.take_session_context() {
+        writeln!(
+            out,
+            "  {}",
+            render_injections("session context", &injections)
+        )
+        .unwrap();
+    }
+    if let Some(injections) = s.take_prompt_context() {
+        writeln!(
+            out,
+            "  {}",
+            render_injections("prompt context", &injections)
+        )
+        .unwrap();
+    }
+    if let Some(injections) = s.take_pins() {
+        writeln!(out, "  {}", render_injections("pin", &injections)).unwrap();
+    }
+    if let Some(gates) = s.take_tool_gates() {
+        let mut line = format!("=> gates for {} call(s)", gates.len());
+        for (i, gate) in gates.iter().enumerate() {
+            match gate {
+                ToolGate::Run => write!(line, "\n     [{i}] run").unwrap(),
+                ToolGate::Refused { refusals } => {
+                    write!(line, "\n     [{i}] refused, error result:").unwrap();
+                    render_texts(&mut line, refusals);
+                }
+            }
+        }
+        writeln!(out, "  {line}").unwrap();
+    }
+    if let Some(notes) = s.take_tool_notes() {
+        let mut line = format!("=> notes for {} call(s)", notes.len());
+        for (i, texts) in notes.iter().enumerate() {
+            write!(line, "\n     [{i}] {} after the output", texts.len()).unwrap();
+            render_texts(&mut line, texts);
+        }
+        writeln!(out, "  {line}").unwrap();
+    }
+    if s.take_session_end().is_some() {
+        writeln!(out, "  => session end told").unwrap();
+    }
+}
+
+fn render_texts(line: &mut String, texts: &[HookText]) {
+    for text in texts {
+        write!(line, "\n       {}", shorten(&text.content)).unwrap();
     }
 }
 
@@ -275,7 +456,9 @@ fn render_event(event: &Event) -> String {
             latency,
         } => {
             let detail = match outcome {
-                Outcome::Objection { text } | Outcome::Injection { text } => {
+                Outcome::Objection { text }
+                | Outcome::Injection { text }
+                | Outcome::Ignored { text } => {
                     format!(" {:?}", shorten(text))
                 }
                 Outcome::Error { kind, detail } => format!(" ({kind}) {detail:?}"),
@@ -303,6 +486,19 @@ fn render_event(event: &Event) -> String {
                 }
                 PolicyDecision::PromptEnded { reason } => {
                     format!("decided{round}: prompt ended, {reason}")
+                }
+                PolicyDecision::Inject { hook, servers } => {
+                    format!("decided{round}: {hook} adds from [{}]", names(servers))
+                }
+                PolicyDecision::ToolsGated { asked, refused } => {
+                    let refused: Vec<String> = refused.iter().map(ToString::to_string).collect();
+                    format!(
+                        "decided{round}: {asked} tool call(s) gated, refused [{}]",
+                        refused.join(" ")
+                    )
+                }
+                PolicyDecision::SessionEnded { reason } => {
+                    format!("decided{round}: session ended, {reason}")
                 }
             }
         }

@@ -419,8 +419,14 @@ async fn t3_t4_second_timeout_kills_restarts_back_off_and_retire() {
         ToolOutput::error("unknown tool: slow__ping")
     );
     assert!(f.host.model_tools().is_empty());
-    // A round leaves it out and decides at once; it is not started again.
-    assert_eq!(f.stop_round(&cancel).await, NO_OBJECTION);
+    // Nobody is left to ask: no round, the end says so [S5]; it is not
+    // started again.
+    assert_eq!(
+        f.stop_round(&cancel).await,
+        Ok(TurnVerdict::End {
+            reason: EndReason::NoStopHook
+        })
+    );
     assert_eq!(f.host.now(), Time::from_millis(60_000));
     assert_eq!(f.starts("slow"), 3);
     f.host.shutdown().await;

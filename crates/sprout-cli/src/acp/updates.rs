@@ -256,6 +256,13 @@ fn decision_summary(decision: &hooks_core::PolicyDecision) -> String {
             format!("re-injecting {} answer(s)", servers.len())
         }
         hooks_core::PolicyDecision::PromptEnded { reason } => format!("the agent stops: {reason}"),
+        hooks_core::PolicyDecision::Inject { hook, servers } => {
+            format!("{hook}: adding {} answer(s)", servers.len())
+        }
+        hooks_core::PolicyDecision::ToolsGated { asked, refused } => {
+            format!("{} of {asked} tool call(s) refused", refused.len())
+        }
+        hooks_core::PolicyDecision::SessionEnded { reason } => format!("session ended: {reason}"),
     }
 }
 
@@ -335,7 +342,8 @@ pub(super) fn prompt_response(outcome: &PromptOutcome) -> Result<s::PromptRespon
         EndReason::NoObjection
         | EndReason::HooksOff
         | EndReason::BudgetSpent
-        | EndReason::Declined => s::StopReason::EndTurn,
+        | EndReason::Declined
+        | EndReason::NoStopHook => s::StopReason::EndTurn,
         EndReason::Model(StopReason::MaxTokens) => s::StopReason::MaxTokens,
         EndReason::Model(StopReason::Refusal | StopReason::ContentFilter) => s::StopReason::Refusal,
         EndReason::Model(_) => s::StopReason::EndTurn,

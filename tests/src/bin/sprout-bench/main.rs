@@ -545,7 +545,7 @@ fn core_rate(run_for: Duration) -> f64 {
     let decide = |session: &mut Session, now: Time, input: (StopReason, usize), objection: bool| {
         let (stop, tool_calls) = input;
         session
-            .end_turn(now, stop, tool_calls)
+            .end_turn(now, stop, tool_calls, "")
             .expect("valid input");
         let mut calls = Vec::new();
         loop {
