@@ -209,9 +209,18 @@ impl HookInput {
     /// The arguments of one call: every asked-for field that `facts` has a
     /// value for, and nothing else \[K1\].
     pub(crate) fn arguments(&self, facts: &Facts) -> Map<String, Value> {
-        self.fields
+        let mut named: Vec<(&'static str, &Value)> = self
+            .fields
             .iter()
-            .filter_map(|f| Some((f.name().to_owned(), facts.get(*f)?.clone())))
+            .filter_map(|f| Some((f.name(), facts.get(*f)?)))
+            .collect();
+        // Inserted in name order: serde_json's map keeps insertion order
+        // when another crate of the build turns on its `preserve_order`,
+        // and sorts otherwise; this way the object is the same either way.
+        named.sort_by_key(|(name, _)| *name);
+        named
+            .into_iter()
+            .map(|(name, value)| (name.to_owned(), value.clone()))
             .collect()
     }
 }
