@@ -115,7 +115,8 @@ impl UpdateSink {
 
     /// Folds a hook round's event into its view; false for other events.
     fn round_event(self: &Arc<Self>, event: &Event) -> bool {
-        let detail = serde_json::to_value(event).unwrap_or(Value::Null);
+        // Each event is turned into JSON once, and only if it is a round's.
+        let detail = || serde_json::to_value(event).unwrap_or(Value::Null);
         match event {
             Event::RoundStarted {
                 round,
@@ -133,7 +134,7 @@ impl UpdateSink {
                     title: format!("{hook} hook: asking {}", names.join(", ")),
                     raw_input: json!({"hook": hook.tool_name(), "servers": names}),
                     lines: Vec::new(),
-                    events: vec![detail],
+                    events: vec![detail()],
                     announced: false,
                     dirty: false,
                 };
@@ -155,7 +156,7 @@ impl UpdateSink {
                 }
                 if let Some(view) = lock(&self.rounds).get_mut(&round.0) {
                     view.lines.push(line);
-                    view.events.push(detail);
+                    view.events.push(detail());
                     view.dirty = true;
                 }
                 true
@@ -170,10 +171,15 @@ impl UpdateSink {
                     return true;
                 };
                 view.lines.push(decision_summary(decision));
+                let detail = detail();
                 view.events.push(detail.clone());
                 let mut meta = serde_json::Map::new();
                 meta.insert("sprout/event".into(), detail);
-                meta.insert("sprout/events".into(), Value::Array(view.events.clone()));
+                // The round is over: its events move into the message.
+                meta.insert(
+                    "sprout/events".into(),
+                    Value::Array(std::mem::take(&mut view.events)),
+                );
                 let raw_output = serde_json::to_value(decision).unwrap_or(Value::Null);
                 let update = if view.announced {
                     let fields = s::ToolCallUpdateFields::new()
