@@ -103,6 +103,11 @@ pub(crate) enum HookServerCommand {
         /// command's run time too, or the agent stops waiting first.
         #[arg(long, env = "SPROUT_GATE_TIMEOUT_MS", default_value = "300000")]
         timeout_ms: String,
+        /// Also refuse calls of this tool while CMD fails (`_PreToolUse`):
+        /// its name as the model sees it (`git__push`) or bare (`push`), `*`
+        /// matching any run of characters. Repeat for more tools.
+        #[arg(long = "gate-tool", value_name = "NAME")]
+        gate_tools: Vec<String>,
         /// The command and its arguments, after `--`.
         #[arg(last = true, required = true)]
         command: Vec<String>,

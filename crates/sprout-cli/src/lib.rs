@@ -542,6 +542,7 @@ async fn hook_server(server: HookServerCommand, matches: &ArgMatches) -> i32 {
         }
         HookServerCommand::Gate {
             timeout_ms,
+            gate_tools,
             command,
         } => {
             let m = sub(matches, "gate");
@@ -561,6 +562,7 @@ async fn hook_server(server: HookServerCommand, matches: &ArgMatches) -> i32 {
             };
             let mut options = hooks_mcp::server::gate::GateOptions::new(command);
             options.timeout = std::time::Duration::from_millis(ms);
+            options.tools = gate_tools;
             hooks_mcp::server::gate::server(options).serve_stdio().await
         }
     };

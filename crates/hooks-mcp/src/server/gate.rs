@@ -1,21 +1,34 @@
-//! The bundled `gate` hook server (`sprout hook-server gate -- CMD ARGS…`).
+//! The bundled `gate` hook server (`sprout hook-server gate [--gate-tool
+//! NAME]… -- CMD ARGS…`).
 //!
 //! Its `_Stop` runs a command (a test suite, a linter) and objects with the
-//! tail of the command's output while it exits non-zero. The command runs in
-//! its own process group; when the agent cancels the call (its hook deadline
-//! passed) or the gate's own deadline passes, the whole group is killed.
+//! tail of the command's output while it exits non-zero. With `--gate-tool`
+//! it also lists `_PreToolUse`, whose schema asks for `tool`, `server` and
+//! `arguments` \[K2\]: a call of a gated tool (`git__push`, or any name a
+//! pattern with `*` matches) runs the command first, and is refused with the
+//! tail of its output while it fails ("no push while the suite is red").
+//! Calls of other tools are let through at once. The command runs in its own
+//! process group; when the agent cancels the call (its hook deadline passed)
+//! or the gate's own deadline passes, the whole group is killed.
 //!
 //! Two deadlines apply: the gate's own ([`GateOptions::timeout`],
 //! `SPROUT_GATE_TIMEOUT_MS`), after which it objects that the command did not
-//! finish, and the agent's hook deadline (`SPROUT_AGENT_HOOK_TIMEOUT_MS`,
-//! 2.5 s by default), after which the agent stops waiting and cancels. A real
-//! test suite needs the agent's deadline raised above the suite's run time.
+//! finish, and the agent's hook deadline, after which the agent stops
+//! waiting, cancels the call and goes on as if the gate had said nothing
+//! (the tool runs: hooks are advisory). The agent's deadline is
+//! `SPROUT_AGENT_HOOK_TIMEOUT_MS` (2.5 s by default) unless the gate's entry
+//! in the MCP config sets its own, `"hookTimeoutMs"` \[C4\]. A real test
+//! suite needs `hookTimeoutMs` above the suite's run time, and the gate's
+//! own deadline a little below `hookTimeoutMs`, so that a suite that hangs is
+//! reported rather than silently let through.
 
 use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use hooks_core::HookPoint;
+use hooks_core::{HookPoint, InputField};
+use rmcp::model::JsonObject;
+use serde_json::Value;
 use tokio::io::{AsyncRead, AsyncReadExt};
 use tokio::process::Command;
 use tokio_util::sync::CancellationToken;
@@ -35,6 +48,10 @@ pub struct GateOptions {
     pub timeout: Duration,
     /// Bytes of output kept for the objection (the end of it).
     pub tail_bytes: usize,
+    /// The tools whose calls are gated through `_PreToolUse`: names as the
+    /// model sees them (`git__push`) or bare (`push`), `*` matching any run
+    /// of characters. Empty: the gate lists no `_PreToolUse`.
+    pub tools: Vec<String>,
 }
 
 impl GateOptions {
@@ -44,15 +61,130 @@ impl GateOptions {
             command,
             timeout: Duration::from_secs(300),
             tail_bytes: 4096,
+            tools: Vec::new(),
         }
     }
+
+    /// Whether a call of the tool `tool` of server `server` is gated: some
+    /// pattern matches its model name `server__tool` or its bare name.
+    pub fn gates(&self, server: Option<&str>, tool: &str) -> bool {
+        let qualified = server.map(|s| format!("{s}{}{tool}", hooks_core::name::SEPARATOR));
+        self.tools.iter().any(|pattern| {
+            glob(pattern, tool) || qualified.as_deref().is_some_and(|q| glob(pattern, q))
+        })
+    }
+}
+
+/// Whether `name` matches `pattern`, where `*` matches any run of characters
+/// (none included) and every other character itself.
+fn glob(pattern: &str, name: &str) -> bool {
+    let (pattern, name): (Vec<char>, Vec<char>) =
+        (pattern.chars().collect(), name.chars().collect());
+    let (mut p, mut n) = (0, 0);
+    // Where the last `*` was, and where in `name` it is matched up to.
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if p < pattern.len() && pattern[p] == '*' {
+            star = Some((p, n));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == name[n] {
+            p += 1;
+            n += 1;
+        } else if let Some((sp, sn)) = star {
+            // Let the last `*` take one more character, and try again.
+            star = Some((sp, sn + 1));
+            p = sp + 1;
+            n = sn + 1;
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|c| *c == '*')
+}
+
+/// How one run of the command ended.
+enum Run {
+    Passed,
+    Failed {
+        status: std::process::ExitStatus,
+        tail: String,
+    },
+    /// The gate's own deadline passed; the command was killed.
+    TimedOut,
+    /// The agent cancelled the call; the command was killed.
+    Cancelled,
+    /// The command could not be run, or the gate lost track of it: why.
+    Unavailable(String),
 }
 
 /// Runs the command once and returns the `_Stop` answer: empty when it
 /// passed, else the objection.
 pub async fn check(options: &GateOptions, cancel: &CancellationToken) -> String {
+    let shown = options.command.join(" ");
+    match run(options, cancel).await {
+        Run::Passed | Run::Cancelled => String::new(),
+        Run::Failed { status, tail } => {
+            format!("`{shown}` failed ({status}). The end of its output:\n{tail}")
+        }
+        Run::TimedOut => format!(
+            "`{shown}` did not finish within {} ms and was stopped; it has to pass before you finish",
+            options.timeout.as_millis()
+        ),
+        Run::Unavailable(problem) => problem,
+    }
+}
+
+/// The `_PreToolUse` answer for a call of `tool` (of `server`) with
+/// `arguments`: empty when the tool is not gated or the command passed,
+/// else why the call is refused. Nothing runs for a tool that is not gated.
+pub async fn check_tool_call(
+    options: &GateOptions,
+    server: Option<&str>,
+    tool: &str,
+    arguments: Option<&Value>,
+    cancel: &CancellationToken,
+) -> String {
+    if !options.gates(server, tool) {
+        return String::new();
+    }
+    let shown = options.command.join(" ");
+    let call = match server {
+        Some(server) => format!("{server}{}{tool}", hooks_core::name::SEPARATOR),
+        None => tool.to_owned(),
+    };
+    let call = match arguments {
+        Some(arguments) => format!("`{call}` {}", shorten(&arguments.to_string(), 200)),
+        None => format!("`{call}`"),
+    };
+    match run(options, cancel).await {
+        Run::Passed | Run::Cancelled => String::new(),
+        Run::Failed { status, tail } => format!(
+            "The call {call} was not run: it is gated on `{shown}`, which fails ({status}). \
+             Make it pass, then call again. The end of its output:\n{tail}"
+        ),
+        Run::TimedOut => format!(
+            "The call {call} was not run: it is gated on `{shown}`, which did not finish \
+             within {} ms and was stopped.",
+            options.timeout.as_millis()
+        ),
+        Run::Unavailable(problem) => {
+            format!("The call {call} was not run: it is gated on `{shown}`, and {problem}.")
+        }
+    }
+}
+
+/// `text` cut to at most `max` characters, with `…` when it was cut.
+fn shorten(text: &str, max: usize) -> String {
+    match text.char_indices().nth(max) {
+        Some((end, _)) => format!("{}…", &text[..end]),
+        None => text.to_owned(),
+    }
+}
+
+/// Runs the command once, under the gate's own deadline and `cancel`.
+async fn run(options: &GateOptions, cancel: &CancellationToken) -> Run {
     let Some((program, args)) = options.command.split_first() else {
-        return "the gate has no command to run".to_owned();
+        return Run::Unavailable("the gate has no command to run".to_owned());
     };
     let shown = options.command.join(" ");
     let mut child = match Command::new(program)
@@ -65,7 +197,7 @@ pub async fn check(options: &GateOptions, cancel: &CancellationToken) -> String 
         .spawn()
     {
         Ok(child) => child,
-        Err(e) => return format!("the gate could not run `{shown}`: {e}"),
+        Err(e) => return Run::Unavailable(format!("the gate could not run `{shown}`: {e}")),
     };
     let pgid = child.id().and_then(|id| i32::try_from(id).ok());
     let output = Arc::new(Mutex::new(Tail::new(options.tail_bytes)));
@@ -84,15 +216,12 @@ pub async fn check(options: &GateOptions, cancel: &CancellationToken) -> String 
         status = child.wait() => status,
         () = cancel.cancelled() => {
             kill();
-            return String::new(); // The agent has stopped listening.
+            return Run::Cancelled; // The agent has stopped listening.
         }
         () = tokio::time::sleep(options.timeout) => {
             kill();
             let _ = child.wait().await;
-            return format!(
-                "`{shown}` did not finish within {} ms and was stopped; it has to pass before you finish",
-                options.timeout.as_millis()
-            );
+            return Run::TimedOut;
         }
     };
     // Helpers the command left behind go with it.
@@ -102,9 +231,9 @@ pub async fn check(options: &GateOptions, cancel: &CancellationToken) -> String 
     }
     let tail = output.lock().unwrap_or_else(|e| e.into_inner()).text();
     match status {
-        Ok(status) if status.success() => String::new(),
-        Ok(status) => format!("`{shown}` failed ({status}). The end of its output:\n{tail}"),
-        Err(e) => format!("the gate lost track of `{shown}`: {e}"),
+        Ok(status) if status.success() => Run::Passed,
+        Ok(status) => Run::Failed { status, tail },
+        Err(e) => Run::Unavailable(format!("the gate lost track of `{shown}`: {e}")),
     }
 }
 
@@ -157,14 +286,52 @@ async fn collect(mut stream: impl AsyncRead + Unpin, tail: Arc<Mutex<Tail>>) {
     }
 }
 
-/// The gate server, ready to serve.
+/// The gate server, ready to serve: `_Stop` always, `_PreToolUse` when
+/// [`GateOptions::tools`] names any.
 pub fn server(options: GateOptions) -> ToolServer {
     let options = Arc::new(options);
-    let description = format!("Objects while `{}` fails.", options.command.join(" "));
-    ToolServer::new("sprout-gate").hook(HookPoint::Stop, &description, move |cancel| {
-        let options = options.clone();
-        async move { check(&options, &cancel).await }
-    })
+    let shown = options.command.join(" ");
+    let description = format!("Objects while `{shown}` fails.");
+    let for_stop = options.clone();
+    let server =
+        ToolServer::new("sprout-gate").hook(HookPoint::Stop, &description, move |cancel| {
+            let options = for_stop.clone();
+            async move { check(&options, &cancel).await }
+        });
+    if options.tools.is_empty() {
+        return server;
+    }
+    let description = format!(
+        "Refuses calls of {} while `{shown}` fails.",
+        options
+            .tools
+            .iter()
+            .map(|t| format!("`{t}`"))
+            .collect::<Vec<_>>()
+            .join(", ")
+    );
+    server.hook_with_input(
+        HookPoint::PreToolUse,
+        &description,
+        &[InputField::Tool, InputField::Server, InputField::Arguments],
+        move |input: JsonObject, cancel| {
+            let options = options.clone();
+            async move {
+                let text = |key: &str| input.get(key).and_then(Value::as_str);
+                let Some(tool) = text("tool") else {
+                    return String::new(); // An agent that sends `{}`: nothing to gate.
+                };
+                check_tool_call(
+                    &options,
+                    text("server"),
+                    tool,
+                    input.get("arguments"),
+                    &cancel,
+                )
+                .await
+            }
+        },
+    )
 }
 
 #[cfg(test)]
@@ -211,5 +378,130 @@ mod tests {
             "{text}"
         );
         assert!(started.elapsed() < Duration::from_secs(20));
+    }
+
+    #[test]
+    fn patterns_match_model_and_bare_names() {
+        for (pattern, name, matches) in [
+            ("git__push", "git__push", true),
+            ("git__push", "git__pushed", false),
+            ("git__*", "git__push", true),
+            ("*push*", "git__force_push_all", true),
+            ("*", "", true),
+            ("a*b*c", "abbbc", true),
+            ("a*b*c", "abcb", false),
+            ("*__push", "git__push", true),
+            ("", "x", false),
+        ] {
+            assert_eq!(glob(pattern, name), matches, "{pattern} {name}");
+        }
+        let mut options = sh("exit 1");
+        options.tools = vec!["git__push".into(), "deploy*".into()];
+        assert!(options.gates(Some("git"), "push"));
+        assert!(!options.gates(Some("hg"), "push"));
+        assert!(!options.gates(None, "push"));
+        assert!(options.gates(Some("ops"), "deploy_prod"));
+        assert!(options.gates(None, "deploy"));
+        assert!(!options.gates(Some("git"), "status"));
+    }
+
+    // `_PreToolUse` is listed only with `--gate-tool`, asks for `tool`,
+    // `server` and `arguments` [K2], refuses a gated call with the failing
+    // command's tail [E3], and lets other calls through without running it.
+    #[tokio::test]
+    async fn gated_tool_calls_are_refused_while_the_command_fails_e3() {
+        let dir = std::env::temp_dir().join(format!("sprout-gate-test-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let red = dir.join("RED");
+        let runs = dir.join("runs");
+        let script = format!(
+            "echo run >> {runs}; if [ -e {red} ]; then echo 3 tests failed; exit 1; fi",
+            runs = runs.display(),
+            red = red.display()
+        );
+        assert!(server(sh(&script)).listed("_PreToolUse").is_none());
+        let mut options = sh(&script);
+        options.tools = vec!["git__push".into()];
+        let server = server(options);
+        let schema = &server.listed("_PreToolUse").unwrap().input_schema;
+        let listed = hooks_core::ListedTool::from_schema("_PreToolUse", schema);
+        let (input, _) = hooks_core::HookInput::read(HookPoint::PreToolUse, &listed);
+        assert_eq!(
+            input.fields(),
+            [InputField::Tool, InputField::Server, InputField::Arguments]
+        );
+
+        std::fs::write(&red, "").unwrap();
+        let push =
+            serde_json::json!({"tool": "push", "server": "git", "arguments": {"remote": "origin"}});
+        let refused = server.call_text("_PreToolUse", push.clone()).await;
+        assert!(
+            refused.starts_with(
+                "The call `git__push` {\"remote\":\"origin\"} was not run: it is gated on `sh -c echo run"
+            ),
+            "{refused}"
+        );
+        assert!(
+            refused.contains("which fails (exit status: 1)") && refused.ends_with("3 tests failed"),
+            "{refused}"
+        );
+        // Another tool, and an agent that sends `{}`: let through, nothing run.
+        let status = serde_json::json!({"tool": "status", "server": "git", "arguments": {}});
+        assert_eq!(server.call_text("_PreToolUse", status).await, "");
+        assert_eq!(
+            server.call_text("_PreToolUse", serde_json::json!({})).await,
+            ""
+        );
+        assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\n");
+        // Green: the push goes through.
+        std::fs::remove_file(&red).unwrap();
+        assert_eq!(server.call_text("_PreToolUse", push).await, "");
+        assert_eq!(std::fs::read_to_string(&runs).unwrap(), "run\nrun\n");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    // A gated call whose command hangs past the gate's own deadline is
+    // refused, saying so; a cancelled one (the agent's deadline) says nothing.
+    #[tokio::test]
+    async fn a_hanging_command_refuses_the_call_and_a_cancel_lets_it_through() {
+        let mut slow = sh("sleep 30");
+        slow.timeout = Duration::from_millis(100);
+        slow.tools = vec!["*".into()];
+        let text = check_tool_call(&slow, None, "deploy", None, &CancellationToken::new()).await;
+        assert_eq!(
+            text,
+            "The call `deploy` was not run: it is gated on `sh -c sleep 30`, which did not finish within 100 ms and was stopped."
+        );
+        slow.timeout = Duration::from_secs(30);
+        let cancel = CancellationToken::new();
+        let later = cancel.clone();
+        tokio::spawn(async move {
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            later.cancel();
+        });
+        let started = std::time::Instant::now();
+        assert_eq!(
+            check_tool_call(&slow, None, "deploy", None, &cancel).await,
+            ""
+        );
+        assert!(started.elapsed() < Duration::from_secs(20));
+        let missing = GateOptions {
+            tools: vec!["*".into()],
+            ..GateOptions::new(vec!["/nonexistent/tool".into()])
+        };
+        let text = check_tool_call(
+            &missing,
+            Some("git"),
+            "push",
+            None,
+            &CancellationToken::new(),
+        )
+        .await;
+        assert!(
+            text.starts_with("The call `git__push` was not run: it is gated on `/nonexistent/tool`, and the gate could not run"),
+            "{text}"
+        );
+        assert_eq!(shorten("abcdef", 3), "abc…");
+        assert_eq!(shorten("abc", 3), "abc");
     }
 }

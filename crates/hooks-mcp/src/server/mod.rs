@@ -1,11 +1,17 @@
 //! Writing hook servers: [`ToolServer`], and the two that ship with Sprout.
 //!
 //! A hook server is an ordinary MCP server that lists tools whose names start
-//! with `_` (`_Stop`, `_PostCompact`). The agent calls them with `{}` and
-//! reads the text they answer: non-empty text objects (for `_Stop`) or is
-//! re-injected (for `_PostCompact`); empty text means nothing. The agent gives
-//! each call a deadline (`SPROUT_AGENT_HOOK_TIMEOUT_MS`, 2.5 s by default) and
-//! cancels it with `notifications/cancelled` when it runs out.
+//! with `_`, one per hook point it serves (`_Stop`, `_PreToolUse`,
+//! `_PostCompact`, …). The agent calls each with `{}`, or, when the tool's
+//! `inputSchema.properties` names fields of the hook input table, with
+//! exactly those of them that apply at that hook point \[K1\]-\[K2\]
+//! ([`ToolServer::hook_with_input`]). It reads the text the hook answers:
+//! non-empty text objects (`_Stop`), refuses the tool call (`_PreToolUse`) or
+//! is injected (the others); empty text means nothing. The agent gives each
+//! call a deadline (`SPROUT_AGENT_HOOK_TIMEOUT_MS`, 2.5 s by default, or the
+//! server's `hookTimeoutMs` in the MCP config \[C4\]) and cancels it with
+//! `notifications/cancelled` when it runs out. `docs/hooks.md` is the whole
+//! contract.
 //!
 //! [`ToolServer`] is a small builder over rmcp's `ServerHandler` for servers
 //! with a fixed tool list:
@@ -24,9 +30,11 @@
 //! # Ok(()) }
 //! ```
 //!
-//! - [`todo`](mod@todo): a `todo` tool, `_Stop` objecting while items are open,
-//!   `_PostCompact` re-injecting the list.
-//! - [`gate`]: `_Stop` runs a command and objects while it fails.
+//! - [`todo`](mod@todo): a `todo` tool, `_Stop` objecting while items are open
+//!   (counting the prompt's attempts to finish), `_PreCompact` pinning the
+//!   open items, `_PostCompact` re-injecting the list.
+//! - [`gate`]: `_Stop` runs a command and objects while it fails;
+//!   `_PreToolUse` refuses calls of the tools it gates while it fails.
 
 pub mod gate;
 pub mod todo;
@@ -35,7 +43,7 @@ use std::future::Future;
 use std::sync::Arc;
 
 use futures::future::BoxFuture;
-use hooks_core::HookPoint;
+use hooks_core::{HookPoint, InputField};
 use rmcp::model::{
     CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ErrorData,
     Implementation, JsonObject, ListToolsResult, PaginatedRequestParams, ServerCapabilities,
@@ -77,6 +85,62 @@ pub fn any_object_schema() -> JsonObject {
     schema
 }
 
+/// The JSON Schema of a hook that asks for `fields` of the hook input
+/// \[K1\]-\[K2\]: an object whose `properties` name each field with its type.
+/// No field is required (a field that does not apply, or that an older agent
+/// does not know, is simply left out) and other properties are allowed.
+/// Without fields it is the seed's `{"type": "object"}`.
+pub fn hook_input_schema(fields: &[InputField]) -> JsonObject {
+    let mut schema = any_object_schema();
+    if !fields.is_empty() {
+        let properties: JsonObject = fields
+            .iter()
+            .map(|field| (field.name().to_owned(), field_schema(*field)))
+            .collect();
+        schema.insert("properties".into(), properties.into());
+    }
+    schema
+}
+
+/// The schema of one hook input field, as the agent fills it \[K2\].
+fn field_schema(field: InputField) -> serde_json::Value {
+    use serde_json::json;
+    let string = |description: &str| json!({"type": "string", "description": description});
+    match field {
+        InputField::SessionId => string("The agent's session id."),
+        InputField::Cwd => string("The agent's working directory."),
+        InputField::Prompt => string("The prompt's text."),
+        InputField::Attempt => json!({
+            "type": "integer", "minimum": 1,
+            "description": "1 for the prompt's first _Stop round, then 2, ...",
+        }),
+        InputField::BudgetLeft => json!({
+            "type": "integer", "minimum": 0,
+            "description": "Objections the budget still allows, before this round.",
+        }),
+        InputField::LastAssistantMessage => string("The text of the model's last answer."),
+        InputField::Tool => string("The bare name of the tool called."),
+        InputField::Server => string("The server of the tool called."),
+        InputField::Arguments => {
+            json!({"type": "object", "description": "The tool call's arguments."})
+        }
+        InputField::Output => string("The tool's output text."),
+        InputField::IsError => {
+            json!({"type": "boolean", "description": "Whether the tool's result is an error."})
+        }
+        InputField::Summary => string("The compaction summary."),
+        InputField::Pins => json!({
+            "type": "array",
+            "description": "What _PreCompact pinned: one {server, text} per answer.",
+            "items": {
+                "type": "object",
+                "properties": {"server": {"type": "string"}, "text": {"type": "string"}},
+            },
+        }),
+        InputField::Reason => string("Why the hook is called."),
+    }
+}
+
 impl ToolServer {
     /// A server that introduces itself as `name`.
     pub fn new(name: impl Into<String>) -> ToolServer {
@@ -113,25 +177,47 @@ impl ToolServer {
         self
     }
 
-    /// Adds a hook: a `_Stop` or `_PostCompact` tool whose input (normally
-    /// `{}`, possibly more from a future agent) is accepted and ignored. The
-    /// handler answers text: empty for nothing.
+    /// Adds a hook whose input schema names no field: it is called with `{}`
+    /// \[H5\] (anything more is accepted and ignored). The handler answers
+    /// text: empty for nothing.
     pub fn hook<F, Fut>(self, hook: HookPoint, description: &str, handler: F) -> ToolServer
     where
         F: Fn(CancellationToken) -> Fut + Send + Sync + 'static,
+        Fut: Future<Output = String> + Send + 'static,
+    {
+        self.hook_with_input(hook, description, &[], move |_input, cancel| {
+            handler(cancel)
+        })
+    }
+
+    /// Adds a hook whose input schema names `fields` ([`hook_input_schema`]):
+    /// the agent sends those of them that apply at `hook` \[K1\], and the
+    /// handler gets the call's arguments as they came. A field may be
+    /// missing (an agent that sends `{}` to every hook, a field without a
+    /// value), so read each one as optional. The handler answers text: empty
+    /// for nothing.
+    pub fn hook_with_input<F, Fut>(
+        self,
+        hook: HookPoint,
+        description: &str,
+        fields: &[InputField],
+        handler: F,
+    ) -> ToolServer
+    where
+        F: Fn(JsonObject, CancellationToken) -> Fut + Send + Sync + 'static,
         Fut: Future<Output = String> + Send + 'static,
     {
         let handler = Arc::new(handler);
         let tool = Tool::new(
             hook.tool_name(),
             description.to_owned(),
-            any_object_schema(),
+            hook_input_schema(fields),
         );
-        self.tool(tool, move |_args, cancel| {
+        self.tool(tool, move |input, cancel| {
             let handler = handler.clone();
             async move {
                 Ok(CallToolResult::success(vec![ContentBlock::text(
-                    handler(cancel).await,
+                    handler(input, cancel).await,
                 )]))
             }
         })
@@ -200,6 +286,33 @@ impl ToolServer {
             .await
             .map_err(std::io::Error::other)?;
         Ok((running, gone))
+    }
+}
+
+#[cfg(test)]
+impl ToolServer {
+    /// The listed tool named `name`, as `tools/list` shows it.
+    pub(crate) fn listed(&self, name: &str) -> Option<&Tool> {
+        self.tools.iter().map(|(t, _)| t).find(|t| t.name == name)
+    }
+
+    /// Calls the tool `name` in process with `arguments` (a JSON object), as
+    /// a `tools/call` would, and returns its text.
+    pub(crate) async fn call_text(&self, name: &str, arguments: serde_json::Value) -> String {
+        let (_, handler) = self
+            .tools
+            .iter()
+            .find(|(t, _)| t.name == name)
+            .unwrap_or_else(|| panic!("no tool {name}"));
+        let arguments = arguments.as_object().cloned().unwrap_or_default();
+        let result = handler(arguments, CancellationToken::new())
+            .await
+            .unwrap_or_else(|e| panic!("{name} failed: {e:?}"));
+        result
+            .content
+            .iter()
+            .filter_map(|c| c.as_text().map(|t| t.text.clone()))
+            .collect()
     }
 }
 
@@ -299,6 +412,67 @@ impl ServerHandler for ToolServerHandler {
                 result = &mut call => return result.map(Into::into),
                 () = context.ct.cancelled(), if !token.is_cancelled() => token.cancel(),
             }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn schema(server: &ToolServer, name: &str) -> serde_json::Value {
+        serde_json::Value::Object((*server.listed(name).unwrap().input_schema).clone())
+    }
+
+    // [H5], [K1]: a plain hook's schema names nothing, so it gets `{}`; one
+    // built with fields names exactly those, typed, none required.
+    #[tokio::test]
+    async fn hooks_declare_the_input_they_want_k1() {
+        let server = ToolServer::new("t")
+            .hook(HookPoint::Stop, "plain", |_cancel| async {
+                "no".to_owned()
+            })
+            .hook_with_input(
+                HookPoint::PreToolUse,
+                "with input",
+                &[InputField::Tool, InputField::Arguments],
+                |input, _cancel| async move { serde_json::Value::Object(input).to_string() },
+            );
+        assert_eq!(schema(&server, "_Stop"), json!({"type": "object"}));
+        let asked = schema(&server, "_PreToolUse");
+        assert_eq!(asked["type"], "object");
+        assert_eq!(asked["properties"]["tool"]["type"], "string");
+        assert_eq!(asked["properties"]["arguments"]["type"], "object");
+        assert_eq!(asked["properties"].as_object().unwrap().len(), 2);
+        assert!(asked.get("required").is_none());
+        assert!(asked.get("additionalProperties").is_none());
+        assert_eq!(server.call_text("_Stop", json!({"attempt": 1})).await, "no");
+        assert_eq!(
+            server
+                .call_text(
+                    "_PreToolUse",
+                    json!({"tool": "push", "arguments": {"f": 1}})
+                )
+                .await,
+            r#"{"arguments":{"f":1},"tool":"push"}"#
+        );
+    }
+
+    // The core reads the schema's property names back as the fields asked
+    // for [K1], with nothing unfillable [K4].
+    #[test]
+    fn every_field_schema_reads_back_as_its_field_k2() {
+        for hook in HookPoint::ALL {
+            let fields: Vec<InputField> = InputField::ALL
+                .into_iter()
+                .filter(|f| f.applies_at(hook))
+                .collect();
+            let listed =
+                hooks_core::ListedTool::from_schema(hook.tool_name(), &hook_input_schema(&fields));
+            let (input, unfillable) = hooks_core::HookInput::read(hook, &listed);
+            assert_eq!(input.fields(), fields.as_slice(), "{hook}");
+            assert!(unfillable.is_empty());
         }
     }
 }

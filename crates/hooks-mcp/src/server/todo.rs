@@ -1,15 +1,23 @@
 //! The bundled `todo` hook server (`sprout hook-server todo`).
 //!
 //! One model tool, `todo`: called without arguments it shows the list; called
-//! with `items` it replaces the whole list. `_Stop` objects with the open
-//! items while any remain; `_PostCompact` re-injects the list when it is not
-//! empty, so the model keeps its plan across a compaction. The list lives in
-//! the server process: a restarted server starts empty.
+//! with `items` it replaces the whole list. Three hooks:
+//!
+//! - `_Stop` objects with the open items while any remain. Its schema asks
+//!   for `attempt` \[K2\], so from the prompt's second `_Stop` round on it
+//!   says how many times the model has tried to finish; an agent that sends
+//!   `{}` gets the same objection without the count.
+//! - `_PreCompact` pins the open items \[E5\]: the summary must keep them, and
+//!   the agent keeps the pin verbatim in the fresh history.
+//! - `_PostCompact` re-injects the whole list when it is not empty, so the
+//!   model keeps its plan across a compaction.
+//!
+//! The list lives in the server process: a restarted server starts empty.
 
 use std::fmt::Write as _;
 use std::sync::{Arc, Mutex};
 
-use hooks_core::HookPoint;
+use hooks_core::{HookPoint, InputField};
 use rmcp::model::{CallToolResult, ContentBlock, JsonObject, Tool};
 use serde::Deserialize;
 use serde_json::json;
@@ -65,16 +73,45 @@ impl TodoList {
 
     /// The `_Stop` answer: the open items, or nothing.
     pub fn stop_answer(&self) -> String {
+        self.stop_answer_at(None)
+    }
+
+    /// The `_Stop` answer at the prompt's `attempt`-th `_Stop` round (the
+    /// `attempt` input field, `None` when the agent did not send it): the
+    /// open items, with how many times the model has tried to finish from
+    /// the second round on; or nothing.
+    pub fn stop_answer_at(&self, attempt: Option<u64>) -> String {
         let items = self.items();
         let open: Vec<&Item> = items.iter().filter(|i| !i.done).collect();
         if open.is_empty() {
             return String::new();
         }
-        let mut text = format!("{} todo item(s) are still open:\n", open.len());
+        let mut text = match attempt {
+            Some(n) if n >= 2 => format!(
+                "You have tried to finish {n} times in this prompt, and {} todo item(s) are still open:\n",
+                open.len()
+            ),
+            _ => format!("{} todo item(s) are still open:\n", open.len()),
+        };
         for item in open {
             let _ = writeln!(text, "- [ ] {}", item.text);
         }
         text.push_str("Finish them, or mark them done with the todo tool if they are.");
+        text
+    }
+
+    /// The `_PreCompact` answer: the open items as a pin the summary must
+    /// keep, or nothing when none is open.
+    pub fn pre_compact_answer(&self) -> String {
+        let items = self.items();
+        let open: Vec<&Item> = items.iter().filter(|i| !i.done).collect();
+        if open.is_empty() {
+            return String::new();
+        }
+        let mut text = String::from("Open todo items; the work is not done until they are:");
+        for item in open {
+            let _ = write!(text, "\n- [ ] {}", item.text);
+        }
         text
     }
 
@@ -164,20 +201,32 @@ pub fn server(list: TodoList) -> ToolServer {
          items when you try to finish.",
         schema,
     );
-    let (for_tool, for_stop, for_compact) = (list.clone(), list.clone(), list);
+    let (for_tool, for_stop, for_pins, for_compact) =
+        (list.clone(), list.clone(), list.clone(), list);
     ToolServer::new("sprout-todo")
         .instructions(
-            "A todo list that keeps the agent honest: _Stop objects while items are open.",
+            "A todo list that keeps the agent honest: _Stop objects while items are open, \
+             _PreCompact pins the open items and _PostCompact re-injects the list.",
         )
         .tool(tool, move |args, _cancel| {
             let result = for_tool.call(&args);
             async move { Ok(result) }
         })
-        .hook(
+        .hook_with_input(
             HookPoint::Stop,
-            "Objects while todo items are open.",
+            "Objects while todo items are open, saying how many times the model tried to finish.",
+            &[InputField::Attempt],
+            move |input, _cancel| {
+                let attempt = input.get("attempt").and_then(serde_json::Value::as_u64);
+                let answer = for_stop.stop_answer_at(attempt);
+                async move { answer }
+            },
+        )
+        .hook(
+            HookPoint::PreCompact,
+            "Pins the open todo items, for the summary to keep.",
             move |_cancel| {
-                let answer = for_stop.stop_answer();
+                let answer = for_pins.pre_compact_answer();
                 async move { answer }
             },
         )
@@ -273,5 +322,86 @@ mod tests {
             text(&list.call(&JsonObject::new())),
             "(the todo list is empty)"
         );
+    }
+
+    fn two_open() -> TodoList {
+        let list = TodoList::default();
+        list.call(&args(json!({"items": [
+            {"text": "write tests"},
+            {"text": "ship", "done": true},
+            {"text": "tag the release"}
+        ]})));
+        list
+    }
+
+    // The `_Stop` hook asks for `attempt` and counts from the second round
+    // on; without it (an agent that sends `{}`), or with a value that is not
+    // a count, it objects as before [K1], [K2].
+    #[tokio::test]
+    async fn stop_counts_attempts_from_its_input_k2() {
+        let list = two_open();
+        let server = server(list.clone());
+        let schema = &server.listed("_Stop").unwrap().input_schema;
+        assert_eq!(schema["properties"]["attempt"]["type"], "integer");
+        let listed = hooks_core::ListedTool::from_schema("_Stop", schema);
+        let (input, _) = hooks_core::HookInput::read(HookPoint::Stop, &listed);
+        assert_eq!(input.fields(), [InputField::Attempt]);
+
+        let plain = "2 todo item(s) are still open:\n- [ ] write tests\n- [ ] tag the release\n\
+                     Finish them, or mark them done with the todo tool if they are.";
+        assert_eq!(server.call_text("_Stop", json!({})).await, plain);
+        assert_eq!(
+            server.call_text("_Stop", json!({"attempt": 1})).await,
+            plain
+        );
+        assert_eq!(
+            server.call_text("_Stop", json!({"attempt": "two"})).await,
+            plain
+        );
+        assert_eq!(
+            server
+                .call_text("_Stop", json!({"attempt": 3, "budget_left": 1}))
+                .await,
+            "You have tried to finish 3 times in this prompt, and 2 todo item(s) are still open:\n\
+             - [ ] write tests\n- [ ] tag the release\n\
+             Finish them, or mark them done with the todo tool if they are."
+        );
+        list.call(&args(
+            json!({"items": [{"text": "write tests", "done": true}]}),
+        ));
+        assert_eq!(server.call_text("_Stop", json!({"attempt": 4})).await, "");
+    }
+
+    // `_PreCompact` pins the open items, and nothing when none is open [E5];
+    // `_PostCompact` still re-injects the whole list [P2].
+    #[tokio::test]
+    async fn pre_compact_pins_the_open_items_e5() {
+        let list = two_open();
+        let server = server(list.clone());
+        assert_eq!(
+            server.listed("_PreCompact").unwrap().input_schema["type"],
+            "object"
+        );
+        assert_eq!(
+            server
+                .call_text("_PreCompact", json!({"reason": "threshold"}))
+                .await,
+            "Open todo items; the work is not done until they are:\n\
+             - [ ] write tests\n- [ ] tag the release"
+        );
+        assert!(
+            server
+                .call_text("_PostCompact", json!({}))
+                .await
+                .ends_with("- [ ] write tests\n- [x] ship\n- [ ] tag the release")
+        );
+        list.call(&args(json!({"items": [{"text": "ship", "done": true}]})));
+        assert_eq!(server.call_text("_PreCompact", json!({})).await, "");
+        assert_eq!(TodoList::default().pre_compact_answer(), "");
+        let hooks: Vec<&str> = ["_Stop", "_PreCompact", "_PostCompact", "_PreToolUse"]
+            .into_iter()
+            .filter(|name| server.listed(name).is_some())
+            .collect();
+        assert_eq!(hooks, ["_Stop", "_PreCompact", "_PostCompact"]);
     }
 }
