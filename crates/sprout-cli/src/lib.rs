@@ -5,6 +5,8 @@
 //! - `cli`: commands, flags and their environment variables.
 //! - `settings`: validated settings, and the exit-2 messages for bad ones.
 //! - `render`: the event stream for a person, or as JSON Lines.
+//! - `stdout`: the one writer of `sprout run`'s stdout, a thread behind a
+//!   bounded queue.
 //! - `demo`: the offline demo's script and settings.
 //! - `acp`: `sprout acp`, the Agent Client Protocol agent.
 //! - `signals`: SIGINT, SIGTERM and SIGHUP.
@@ -12,12 +14,6 @@
 mod acp;
 mod cli;
 mod demo;
-// render.rs is changed on another branch; its `pub` items become
-// `pub(crate)` once that has landed, and this goes.
-#[expect(
-    unreachable_pub,
-    reason = "render.rs still says pub; the crate's only public item is main_with"
-)]
 mod render;
 mod settings;
 mod signals;

@@ -49,7 +49,7 @@ pub(crate) fn show_spinner(message: String) {
 /// the bytes are made [`printable`] on the way out; logging's own colours
 /// are off for that reason (`init_logging`).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct LogWriter;
+pub(crate) struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -83,7 +83,7 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
 /// `\u{7f}`, CSI as `\u{9b}`. Text from outside (the model, hooks, tools,
 /// servers) thus cannot move the cursor, rewrite earlier lines, retitle the
 /// window or ring the bell; other Unicode passes unchanged.
-pub fn printable(text: &str) -> Cow<'_, str> {
+pub(crate) fn printable(text: &str) -> Cow<'_, str> {
     let shown = |c: char| !c.is_control() || c == '\n' || c == '\t';
     if text.chars().all(shown) {
         return Cow::Borrowed(text);
@@ -131,7 +131,7 @@ impl Line {
 
 /// Where events go: formatted on the caller's task, written by the
 /// [`Stdout`] thread.
-pub struct Renderer {
+pub(crate) struct Renderer {
     json: bool,
     color: bool,
     terminal: bool,
@@ -149,7 +149,7 @@ impl std::fmt::Debug for Renderer {
 impl Renderer {
     /// JSON Lines when `json`; otherwise text, with colour and a spinner
     /// only on a terminal.
-    pub fn new(json: bool) -> Renderer {
+    pub(crate) fn new(json: bool) -> Renderer {
         let terminal = std::io::stdout().is_terminal();
         Renderer {
             json,
@@ -165,7 +165,7 @@ impl Renderer {
     }
 
     /// A sink for the loop that renders through this renderer.
-    pub fn into_sink(self) -> agent_loop::Sink {
+    pub(crate) fn into_sink(self) -> agent_loop::Sink {
         let shared = Arc::new(Mutex::new(self));
         Arc::new(move |event: &AgentEvent| {
             shared.lock().unwrap_or_else(|e| e.into_inner()).show(event)
@@ -173,7 +173,7 @@ impl Renderer {
     }
 
     /// Shows one event.
-    pub fn show(&mut self, event: &AgentEvent) {
+    pub(crate) fn show(&mut self, event: &AgentEvent) {
         if self.json {
             if let Some(mut text) = json_line(event) {
                 text.push('\n');
@@ -417,7 +417,7 @@ fn explain(reason: &hooks_core::EndReason) -> &'static str {
 }
 
 /// A duration for people: µs, ms or s.
-pub fn human(d: Duration) -> String {
+pub(crate) fn human(d: Duration) -> String {
     let us = d.as_micros();
     if us < 1000 {
         format!("{us} µs")
