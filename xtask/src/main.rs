@@ -110,17 +110,34 @@ fn ci() -> Result<(), String> {
         npm_ci("acp-node")?;
         npm_ci("conformance")?;
     }
-    if skip_node {
-        cargo(&["test", "--workspace", "--locked"])?;
+    // The README's hook servers on the official MCP Python SDK: a venv with
+    // the pinned SDK, named to the tests by SPROUT_TEST_PYTHON. Where pip
+    // cannot install it, CI fails; SPROUT_CI_SKIP_PYTHON=1 skips it on
+    // purpose, and the last line says so.
+    let skip_python = std::env::var_os("SPROUT_CI_SKIP_PYTHON").is_some_and(|v| v == "1");
+    let python = if skip_python {
+        skipped.push("the README's Python hook servers (MCP Python SDK)");
+        None
     } else {
-        cargo(&[
-            "test",
-            "--workspace",
-            "--locked",
-            "--features",
-            "sprout-tests/acp-node",
-        ])?;
+        Some(python_venv()?)
+    };
+    let mut features = Vec::new();
+    if !skip_node {
+        features.push("sprout-tests/acp-node");
     }
+    if python.is_some() {
+        features.push("sprout-tests/python-mcp");
+    }
+    let features = features.join(",");
+    let mut args = vec!["test", "--workspace", "--locked"];
+    if !features.is_empty() {
+        args.extend(["--features", &features]);
+    }
+    let mut test = cargo_command(&args);
+    if let Some(python) = &python {
+        test.env("SPROUT_TEST_PYTHON", python);
+    }
+    run(test, &format!("cargo {}", args.join(" ")))?;
     if !skip_node {
         conformance()?;
     }
@@ -128,7 +145,7 @@ fn ci() -> Result<(), String> {
         println!("xtask ci: all checks passed");
     } else {
         println!(
-            "xtask ci: all checks that ran passed; NOT run (SPROUT_CI_SKIP_NODE=1): {}",
+            "xtask ci: all checks that ran passed; NOT run (SPROUT_CI_SKIP_NODE / SPROUT_CI_SKIP_PYTHON): {}",
             skipped.join(", ")
         );
     }
@@ -243,6 +260,32 @@ fn run(mut command: Command, shown: &str) -> Result<(), String> {
     } else {
         Err(format!("`{shown}` failed ({status})"))
     }
+}
+
+/// Makes (once) the venv `target/python-mcp` with the packages pinned in
+/// `tests/python/requirements.txt`; returns its Python.
+fn python_venv() -> Result<PathBuf, String> {
+    let venv = root().join("target").join("python-mcp");
+    let python = venv.join("bin").join("python");
+    let hint = "; set SPROUT_CI_SKIP_PYTHON=1 to run the other checks without it";
+    if !python.exists() {
+        let mut make = Command::new("python3");
+        make.args(["-m", "venv"]).arg(&venv);
+        run(make, "python3 -m venv target/python-mcp").map_err(|e| format!("{e}{hint}"))?;
+    }
+    let requirements = root().join("tests").join("python").join("requirements.txt");
+    let mut pip = Command::new(&python);
+    pip.args([
+        "-m",
+        "pip",
+        "install",
+        "--quiet",
+        "--disable-pip-version-check",
+        "-r",
+    ])
+    .arg(&requirements);
+    run(pip, "pip install -r tests/python/requirements.txt").map_err(|e| format!("{e}{hint}"))?;
+    Ok(python)
 }
 
 /// Installs the locked npm packages of `tests/DIR` (`npm ci`).

@@ -16,3 +16,7 @@ mod errors;
 mod acp;
 // Floods, deaf servers, signals and terminal escapes against the binary [issue 10].
 mod hostile;
+// The README's Python hook servers (official MCP SDK) against the binary;
+// compiled with the `python-mcp` feature only, which `cargo xtask ci` turns on.
+#[cfg(feature = "python-mcp")]
+mod python;

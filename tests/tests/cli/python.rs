@@ -1,0 +1,82 @@
+//! The README's hook servers, written with the official MCP Python SDK
+//! (`docs/examples/*.py`), driven by the real `sprout` binary. Needs a
+//! Python with `mcp` installed, named by `SPROUT_TEST_PYTHON`; `cargo xtask
+//! ci` makes that venv from `tests/python/requirements.txt` and builds the
+//! tests with the `python-mcp` feature. Without the feature this module is
+//! not compiled, so it is never counted as passed when it did not run.
+
+use serde_json::json;
+
+use crate::support::{Scratch, run_sprout, text};
+
+/// The venv's Python, and the example server `name` from docs/examples.
+fn python_server(name: &str) -> (String, String) {
+    let python = std::env::var("SPROUT_TEST_PYTHON")
+        .expect("SPROUT_TEST_PYTHON names a Python with mcp installed (cargo xtask ci sets it)");
+    assert!(
+        std::path::Path::new(&python).exists(),
+        "SPROUT_TEST_PYTHON={python} does not exist"
+    );
+    let root = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let example = root.join("..").join("docs").join("examples").join(name);
+    assert!(example.exists(), "no example {}", example.display());
+    (python, example.to_string_lossy().into_owned())
+}
+
+/// Writes `.mcp.json` with one server `name` running `example`.
+fn config(scratch: &Scratch, name: &str, example: &str) -> String {
+    let (python, script) = python_server(example);
+    let path = scratch.path("mcp.json");
+    let config = json!({"mcpServers": {name: {"command": python, "args": [script]}}});
+    std::fs::write(&path, config.to_string()).unwrap();
+    path
+}
+
+/// `sprout hooks call HOOK` in `scratch`; its stdout, after checking the
+/// exit status.
+fn call(scratch: &Scratch, config: &str, hook: &str) -> String {
+    let out = run_sprout(
+        &["hooks", "call", hook, "--mcp-config", config],
+        &[("MCP_HOOK_SERVERS", "*")],
+        &scratch.0,
+    );
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    stdout
+}
+
+// The README's `_Stop` example: no objection while the suite is green, the
+// objection's text while RED exists [S4].
+#[test]
+fn the_readme_stop_server_objects_only_while_red() {
+    let scratch = Scratch::new("py-stop");
+    let config = config(&scratch, "green", "stop.py");
+    let green = call(&scratch, &config, "_Stop");
+    assert!(green.contains("the agent would stop"), "{green}");
+    std::fs::write(scratch.0.join("RED"), "").unwrap();
+    let red = call(&scratch, &config, "_Stop");
+    assert!(red.contains("The test suite is red"), "{red}");
+    assert!(
+        red.contains("the agent would go on: 1 objection(s)"),
+        "{red}"
+    );
+}
+
+// The README's `_PostCompact` example re-injects PLAN.md [P1]-[P2], and
+// nothing without it.
+#[test]
+fn the_readme_post_compact_server_reinjects_the_plan() {
+    let scratch = Scratch::new("py-post-compact");
+    let config = config(&scratch, "plan", "post_compact.py");
+    let none = call(&scratch, &config, "_PostCompact");
+    assert!(none.contains("re-inject 0 answer(s)"), "{none}");
+    std::fs::write(scratch.0.join("PLAN.md"), "1. validate the email field\n").unwrap();
+    let plan = call(&scratch, &config, "_PostCompact");
+    assert!(plan.contains("validate the email field"), "{plan}");
+    assert!(plan.contains("re-inject 1 answer(s)"), "{plan}");
+}
