@@ -32,6 +32,15 @@ pub(crate) enum Command {
         #[command(flatten)]
         model: ModelArgs,
     },
+    /// An interactive session in the terminal: several prompts, one session
+    /// (one objection budget). Ctrl-C cancels the running prompt; Ctrl-C or
+    /// Ctrl-D at the input line leaves.
+    Chat {
+        #[command(flatten)]
+        session: SessionArgs,
+        #[command(flatten)]
+        model: ModelArgs,
+    },
     /// The offline demo: a scripted model and the bundled todo hook server
     /// show an objection, a compaction and a re-injection. No key, no network.
     Demo {

@@ -9,9 +9,11 @@
 //!   bounded queue.
 //! - `demo`: the offline demo's script and settings.
 //! - `acp`: `sprout acp`, the Agent Client Protocol agent.
+//! - `chat`: `sprout chat`, the interactive session.
 //! - `signals`: SIGINT, SIGTERM and SIGHUP.
 
 mod acp;
+mod chat;
 mod cli;
 mod demo;
 mod render;
@@ -150,6 +152,15 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 session.json,
             )
             .await)
+        }
+        Command::Chat { session, model } => {
+            let m = sub(matches, "chat");
+            let config = settings::hook_config(&session, m)?;
+            let specs = settings::servers(&session)?;
+            let options = settings::host_options(&session, m)?;
+            let agent_settings = settings::agent_settings(&session, m)?;
+            let model = settings::model(&model, m)?;
+            Ok(chat::chat(model, specs, config, options, agent_settings).await)
         }
         Command::Demo { json } => {
             let model = agent_loop::providers::ScriptModel::parse("the demo script", demo::SCRIPT)

@@ -32,15 +32,28 @@ impl Signals {
     /// Starts listening. A signal that cannot be listened for (no such
     /// facility here) is logged and keeps its default action.
     pub(crate) fn install() -> Signals {
+        Signals::install_for(&[
+            (SignalKind::interrupt(), EXIT_SIGINT),
+            (SignalKind::terminate(), EXIT_SIGTERM),
+            (SignalKind::hangup(), EXIT_SIGHUP),
+        ])
+    }
+
+    /// As [`Signals::install`], for SIGTERM and SIGHUP only: `sprout chat`
+    /// handles SIGINT itself (it cancels one prompt, not the session).
+    pub(crate) fn install_without_interrupt() -> Signals {
+        Signals::install_for(&[
+            (SignalKind::terminate(), EXIT_SIGTERM),
+            (SignalKind::hangup(), EXIT_SIGHUP),
+        ])
+    }
+
+    fn install_for(kinds: &[(SignalKind, i32)]) -> Signals {
         let signals = Signals {
             cancel: CancellationToken::new(),
             first: Arc::new(AtomicI32::new(0)),
         };
-        for (kind, status) in [
-            (SignalKind::interrupt(), EXIT_SIGINT),
-            (SignalKind::terminate(), EXIT_SIGTERM),
-            (SignalKind::hangup(), EXIT_SIGHUP),
-        ] {
+        for &(kind, status) in kinds {
             let mut stream = match signal(kind) {
                 Ok(stream) => stream,
                 Err(e) => {

@@ -62,6 +62,8 @@ struct State {
     closed: bool,
     /// The thread has written everything and ended.
     done: bool,
+    /// The thread has taken a batch and not yet flushed it.
+    writing: bool,
 }
 
 struct Shared {
@@ -157,6 +159,27 @@ impl Stdout {
         self.shared.changed.notify_all();
     }
 
+    /// Waits until everything queued so far is written, at most `bound`
+    /// (before something else writes to the terminal: a line editor's
+    /// prompt). Returns whether it was.
+    pub(crate) fn sync(&self, bound: Duration) -> bool {
+        let until = Instant::now() + bound;
+        let mut state = self.shared.lock();
+        while (!state.queue.is_empty() || state.writing) && !state.done {
+            let left = until.saturating_duration_since(Instant::now());
+            if left.is_zero() {
+                return false;
+            }
+            state = self
+                .shared
+                .changed
+                .wait_timeout(state, left)
+                .unwrap_or_else(|e| e.into_inner())
+                .0;
+        }
+        true
+    }
+
     /// Lets the thread write what is queued and waits for it, at most
     /// `bound`; later items are not written. Returns whether everything was.
     pub(crate) fn finish(&self, bound: Duration) -> bool {
@@ -196,6 +219,7 @@ fn write_loop(shared: &Shared, out: impl Write) {
             }
             let batch = std::mem::take(&mut state.queue);
             state.queued_bytes = 0;
+            state.writing = true;
             // The last write returned: the output moves again, so lines
             // queue again (and wait again, at most the bound, if it stops).
             state.stalled = false;
@@ -228,7 +252,12 @@ fn write_loop(shared: &Shared, out: impl Write) {
         if !broken && out.flush().is_err() {
             broken = true;
         }
-        if closed && shared.lock().queue.is_empty() {
+        let mut state = shared.lock();
+        state.writing = false;
+        let end = closed && state.queue.is_empty();
+        drop(state);
+        shared.changed.notify_all();
+        if end {
             break;
         }
     }
@@ -374,6 +403,26 @@ mod tests {
         assert!(stdout.finish(Duration::from_secs(10)));
         let written = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
         assert_eq!(written, format!("one\n{}\nshown\n", "q".repeat(59)));
+    }
+
+    // `sync` returns once what was queued is written, not before, and the
+    // writer goes on taking lines afterwards.
+    #[test]
+    fn sync_waits_for_what_was_queued() {
+        let out = Recorder::default();
+        out.held.store(true, Ordering::SeqCst);
+        let stdout = Stdout::start_on(out.clone(), MAX_QUEUED_BYTES, STALL_BOUND);
+        stdout.push(text("before the prompt\n"));
+        assert!(
+            !stdout.sync(Duration::from_millis(50)),
+            "held: not written yet"
+        );
+        out.held.store(false, Ordering::SeqCst);
+        assert!(stdout.sync(Duration::from_secs(10)));
+        assert_eq!(&*out.bytes.lock().unwrap(), b"before the prompt\n");
+        stdout.push(text("after\n"));
+        assert!(stdout.finish(Duration::from_secs(10)));
+        assert_eq!(&*out.bytes.lock().unwrap(), b"before the prompt\nafter\n");
     }
 
     // A closed pipe ends the writing; pushing and finishing still return.

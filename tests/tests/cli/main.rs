@@ -14,6 +14,8 @@ mod hooks;
 mod errors;
 // `sprout acp`: the Agent Client Protocol over the binary's stdio.
 mod acp;
+// `sprout chat` in a pseudo-terminal.
+mod chat;
 // Floods, deaf servers, signals and terminal escapes against the binary [issue 10].
 mod hostile;
 // The README's Python hook servers (official MCP SDK) against the binary;

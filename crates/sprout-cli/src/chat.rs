@@ -1,0 +1,170 @@
+//! `sprout chat`: an interactive session in the terminal. Several prompts
+//! share one session, so one objection budget \[S3\] and one set of
+//! servers; each prompt is shown as `sprout run` shows it.
+//!
+//! Keys: a line is a prompt (with line editing and this session's history,
+//! from rustyline); Ctrl-C while a prompt runs cancels that prompt \[T5\]
+//! and brings the input line back; Ctrl-C (or Ctrl-D) at the input line
+//! leaves. A second Ctrl-C while a cancelled prompt is still stopping exits
+//! at once, like a second signal to `sprout run`. SIGTERM and SIGHUP end
+//! the session as they end `sprout run`.
+//!
+//! Not here: how events look (`render`), the loop itself (`agent-loop`).
+
+use std::sync::{Arc, Mutex};
+
+use agent_loop::{Agent, AgentSettings, Model};
+use hooks_core::HookConfig;
+use hooks_mcp::{HostOptions, ServerSpec};
+use rustyline::DefaultEditor;
+use rustyline::error::ReadlineError;
+use tokio::signal::unix::{SignalKind, signal};
+use tokio_util::sync::CancellationToken;
+
+use crate::render::Renderer;
+use crate::signals::{EXIT_SIGINT, Signals};
+use crate::{EXIT_FAILURE, EXIT_OK, OUTPUT_DRAIN, report_down_servers, report_error, start_host};
+
+/// What the input line shows.
+const PROMPT: &str = "sprout> ";
+
+/// The prompt that runs now, for Ctrl-C to cancel.
+#[derive(Clone, Default)]
+struct Running(Arc<Mutex<Option<CancellationToken>>>);
+
+impl Running {
+    fn set(&self, token: Option<CancellationToken>) {
+        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = token;
+    }
+
+    /// Ctrl-C: cancels the running prompt; a second one while it stops
+    /// exits now.
+    fn interrupt(&self) {
+        let running = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        match running {
+            Some(token) if !token.is_cancelled() => token.cancel(),
+            Some(_) => {
+                report_error("sprout: a second Ctrl-C: stopping every server now and exiting");
+                hooks_mcp::kill_all_now();
+                std::process::exit(EXIT_SIGINT);
+            }
+            // Between prompts: the input line takes Ctrl-C as a key itself.
+            None => {}
+        }
+    }
+
+    /// Listens for SIGINT for the life of the process.
+    fn listen(&self) {
+        let running = self.clone();
+        match signal(SignalKind::interrupt()) {
+            Ok(mut stream) => {
+                tokio::spawn(async move {
+                    while stream.recv().await.is_some() {
+                        running.interrupt();
+                    }
+                });
+            }
+            Err(e) => tracing::warn!("cannot listen for SIGINT: {e}"),
+        }
+    }
+}
+
+/// What one read of the input line gave.
+enum Read {
+    Line(String),
+    /// Ctrl-C or Ctrl-D at the input line.
+    Leave,
+    Failed(String),
+}
+
+/// Reads one line on a blocking thread; the editor goes there and back
+/// (`Err` if that thread died, and the editor with it).
+async fn read_line(editor: DefaultEditor) -> Result<(DefaultEditor, Read), String> {
+    let joined = tokio::task::spawn_blocking(move || {
+        let mut editor = editor;
+        let read = match editor.readline(PROMPT) {
+            Ok(line) => {
+                if !line.trim().is_empty() {
+                    let _ = editor.add_history_entry(line.as_str());
+                }
+                Read::Line(line)
+            }
+            Err(ReadlineError::Interrupted | ReadlineError::Eof) => Read::Leave,
+            Err(e) => Read::Failed(e.to_string()),
+        };
+        (editor, read)
+    })
+    .await;
+    joined.map_err(|e| format!("the input line stopped: {e}"))
+}
+
+/// Runs the interactive session; returns the exit status.
+pub(crate) async fn chat(
+    model: Arc<dyn Model>,
+    specs: Vec<ServerSpec>,
+    config: HookConfig,
+    options: HostOptions,
+    settings: AgentSettings,
+) -> i32 {
+    let mut editor = match DefaultEditor::new() {
+        Ok(editor) => editor,
+        Err(e) => {
+            report_error(&format!("sprout: cannot start the input line: {e}"));
+            return EXIT_FAILURE;
+        }
+    };
+    let renderer = Renderer::new(false);
+    let stdout = renderer.stdout();
+    let sink = renderer.into_sink();
+    let signals = Signals::install_without_interrupt();
+    let running = Running::default();
+    running.listen();
+    let host = match start_host(specs, config, options, sink.clone(), &signals).await {
+        Ok(host) => host,
+        Err(code) => {
+            stdout.finish(OUTPUT_DRAIN);
+            return code;
+        }
+    };
+    report_down_servers(&host);
+    let mut agent = Agent::new(model, host, settings, sink);
+    let mut code = EXIT_OK;
+    loop {
+        // Everything shown so far is on the terminal before the input line.
+        stdout.sync(OUTPUT_DRAIN);
+        let read = tokio::select! {
+            read = read_line(editor) => match read {
+                Ok((back, read)) => {
+                    editor = back;
+                    read
+                }
+                Err(e) => {
+                    report_error(&format!("sprout: {e}"));
+                    code = EXIT_FAILURE;
+                    break;
+                }
+            },
+            () = signals.token().cancelled() => break,
+        };
+        let prompt = match read {
+            Read::Line(line) if line.trim().is_empty() => continue,
+            Read::Line(line) => line,
+            Read::Leave => break,
+            Read::Failed(e) => {
+                report_error(&format!("sprout: the input line failed: {e}"));
+                code = EXIT_FAILURE;
+                break;
+            }
+        };
+        let token = signals.token().child_token();
+        running.set(Some(token.clone()));
+        agent.run_prompt(&prompt, &token).await;
+        running.set(None);
+        if signals.exit_status().is_some() {
+            break;
+        }
+    }
+    agent.into_gateway().shutdown().await;
+    stdout.finish(OUTPUT_DRAIN);
+    signals.exit_status().unwrap_or(code)
+}
