@@ -493,19 +493,20 @@ async fn hooks_call(
     let cancel = signals.token();
     let answered = match host.begin_prompt() {
         Ok(()) => match hook {
-            HookPoint::Stop => host
-                .end_turn(StopReason::EndTurn, 0, cancel)
-                .await
-                .map(|verdict| match verdict {
-                    TurnVerdict::Continue { injections } => {
-                        format!("the agent would go on: {} objection(s)", injections.len())
-                    }
-                    TurnVerdict::End { reason } => format!("the agent would stop: {reason}"),
-                    // A turn without tool calls never runs tools [S1].
-                    TurnVerdict::RunTools => "the agent would run tools".to_owned(),
-                }),
+            HookPoint::Stop => {
+                host.end_turn(StopReason::EndTurn, 0, "", cancel)
+                    .await
+                    .map(|verdict| match verdict {
+                        TurnVerdict::Continue { injections } => {
+                            format!("the agent would go on: {} objection(s)", injections.len())
+                        }
+                        TurnVerdict::End { reason } => format!("the agent would stop: {reason}"),
+                        // A turn without tool calls never runs tools [S1].
+                        TurnVerdict::RunTools => "the agent would run tools".to_owned(),
+                    })
+            }
             // Only _Stop and _PostCompact pass the parse of the hook name.
-            _ => host.compacted(1, cancel).await.map(|injections| {
+            _ => host.compacted(1, None, cancel).await.map(|injections| {
                 format!("the agent would re-inject {} answer(s)", injections.len())
             }),
         },

@@ -311,6 +311,7 @@ fn client_servers(servers: &[s::McpServer], cwd: &Path) -> Result<Vec<ServerSpec
                         env,
                         cwd: Some(cwd.to_path_buf()),
                     },
+                    hook_timeout: None,
                 }
             }
             s::McpServer::Http(http) => {
@@ -329,6 +330,7 @@ fn client_servers(servers: &[s::McpServer], cwd: &Path) -> Result<Vec<ServerSpec
                             .map(|h| (h.name.clone(), h.value.clone()))
                             .collect(),
                     },
+                    hook_timeout: None,
                 }
             }
             s::McpServer::Sse(sse) => return Err(SessionError::Sse(sse.name.clone())),
