@@ -8,6 +8,8 @@
 //! in memory: one tool, `clock__now`, and one `_Stop` hook from a "checker"
 //! that objects once. Every hook decision is still the `hooks-core` policy's:
 //! the gateway only feeds it inputs and answers the hook calls it asks for.
+//! The other hook points (`_SessionStart`, `_PreToolUse`, …) keep the
+//! trait's default methods, which answer "nothing".
 
 #![allow(clippy::print_stdout)]
 
@@ -151,10 +153,12 @@ impl Gateway for InMemory {
         &mut self,
         stop: StopReason,
         tool_calls: usize,
+        last_assistant_message: &str,
         _cancel: &CancellationToken,
     ) -> Result<TurnVerdict, AskError> {
         let now = self.now();
-        self.session.end_turn(now, stop, tool_calls, "")?;
+        self.session
+            .end_turn(now, stop, tool_calls, last_assistant_message)?;
         self.drive();
         Ok(self
             .session
@@ -165,10 +169,11 @@ impl Gateway for InMemory {
     async fn compacted(
         &mut self,
         removed_messages: usize,
+        summary: Option<&str>,
         _cancel: &CancellationToken,
     ) -> Result<Vec<Injection>, AskError> {
         let now = self.now();
-        self.session.compacted(now, removed_messages, None)?;
+        self.session.compacted(now, removed_messages, summary)?;
         self.drive();
         Ok(self
             .session

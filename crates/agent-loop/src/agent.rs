@@ -1,22 +1,30 @@
 //! The loop: [`Agent::run_prompt`].
 //!
-//! Ask the model; run the tools it calls; when it ends its turn, ask the
+//! Ask `_SessionStart` (the session's first prompt) and `_UserPromptSubmit`
+//! what to add after the prompt; ask the model; gate the tools it calls
+//! through `_PreToolUse`, run those not refused, and append what
+//! `_PostToolUse` says to their results; when it ends its turn, ask the
 //! policy (which may run a `_Stop` round) whether it may; compact the history
-//! when the next request would not fit, then run `_PostCompact`. Every step is
-//! an [`AgentEvent`]. Cancellation is honoured at every await: the model call,
-//! the tool calls, the hook round and the summary request; it leaves a history
-//! in which every tool call has its result.
+//! when the next request would not fit, keeping what `_PreCompact` pinned,
+//! then run `_PostCompact`; at the end of the session, tell `_SessionEnd`
+//! ([`Agent::end_session`]). Every step is an [`AgentEvent`]. Cancellation is
+//! honoured at every await: the model call, the tool calls, the hook rounds
+//! and the summary request; it leaves a history in which every tool call has
+//! its result.
 
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
-use hooks_core::{AbortReason, AskError, EndReason, Injection, TurnVerdict, UsageError};
+use hooks_core::{
+    AbortReason, AskError, EndReason, HookContext, Injection, SessionEndReason, ToolGate,
+    TurnVerdict, UsageError,
+};
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{self, CompactionSettings, UsageAnchor};
 use crate::event::{AgentEvent, Sink};
-use crate::gateway::{Gateway, ToolSettings};
-use crate::message::{Message, injection_pair};
+use crate::gateway::{Gateway, ToolOutput, ToolSettings, cancelled_output};
+use crate::message::{Message, ToolCall, injection_pair};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
 
 /// The loop's settings.
@@ -72,6 +80,12 @@ pub struct Agent<G: Gateway> {
     anchor: Option<UsageAnchor>,
     summaries: u32,
     sink: Sink,
+    /// What hooks are told as `session_id` and `cwd` \[K2\].
+    context: HookContext,
+    /// Whether `_SessionStart` was asked \[E1\].
+    started: bool,
+    /// Whether `_SessionEnd` was told \[E6\].
+    ended: bool,
 }
 
 impl<G: Gateway> std::fmt::Debug for Agent<G> {
@@ -100,7 +114,27 @@ impl<G: Gateway> Agent<G> {
             anchor: None,
             summaries: 0,
             sink,
+            context: HookContext::default(),
+            started: false,
+            ended: false,
         }
+    }
+
+    /// The session id and working directory hooks may ask for \[K2\]
+    /// (empty unless set).
+    pub fn with_hook_context(mut self, context: HookContext) -> Agent<G> {
+        self.context = context;
+        self
+    }
+
+    /// Ends the session for `reason` \[E6\]: tells `_SessionEnd` (within its
+    /// short deadline; its answers are ignored), once. Call it before
+    /// shutting the gateway down; no prompt may follow.
+    pub async fn end_session(&mut self, reason: SessionEndReason) {
+        if std::mem::replace(&mut self.ended, true) {
+            return;
+        }
+        self.gateway.end_session(reason).await;
     }
 
     /// The history so far.
@@ -145,6 +179,21 @@ impl<G: Gateway> Agent<G> {
             .get_or_insert_with(|| prompt.to_owned())
             .clone();
         self.history.push(Message::user(prompt));
+        // [E1], [E2]: what the session's and the prompt's hooks add goes
+        // right after the prompt, before the first model request.
+        if !std::mem::replace(&mut self.started, true) {
+            let asked = self
+                .gateway
+                .session_start(self.context.clone(), cancel)
+                .await;
+            if let Some(ended) = self.add_pairs(asked) {
+                return ended;
+            }
+        }
+        let asked = self.gateway.prompt_submitted(prompt, cancel).await;
+        if let Some(ended) = self.add_pairs(asked) {
+            return ended;
+        }
         let mut rounds = 0;
         let mut last_text = String::new();
         loop {
@@ -184,7 +233,7 @@ impl<G: Gateway> Agent<G> {
             }
             let calls = response.tool_calls.clone();
             self.history.push(Message::Assistant {
-                text: response.text,
+                text: response.text.clone(),
                 tool_calls: calls.clone(),
             });
             if let Some(usage) = response.usage {
@@ -197,7 +246,7 @@ impl<G: Gateway> Agent<G> {
             }
             let verdict = match self
                 .gateway
-                .end_turn(response.stop, calls.len(), cancel)
+                .end_turn(response.stop, calls.len(), &response.text, cancel)
                 .await
             {
                 Ok(verdict) => verdict,
@@ -210,39 +259,149 @@ impl<G: Gateway> Agent<G> {
                 }
             };
             match verdict {
-                TurnVerdict::RunTools => {
-                    for call in &calls {
-                        self.emit(AgentEvent::ToolCall {
-                            id: call.id.clone(),
-                            name: call.name.clone(),
-                            arguments: call.arguments.clone(),
-                        });
+                TurnVerdict::RunTools => match self.run_tools(&calls, cancel).await {
+                    Ok(()) => {}
+                    Err(AskError::Cancelled) => {
+                        return self.finish(EndReason::Cancelled, None, last_text, rounds);
                     }
-                    let reports = self
-                        .gateway
-                        .call_tools(&calls, &self.settings.tools, cancel)
-                        .await;
-                    for (call, report) in calls.iter().zip(reports) {
-                        self.emit(AgentEvent::ToolResult {
-                            id: call.id.clone(),
-                            name: call.name.clone(),
-                            is_error: report.output.is_error,
-                            text: report.output.text.clone(),
-                            latency: report.latency,
-                        });
-                        self.history.push(Message::ToolResult {
-                            call_id: call.id.clone(),
-                            name: call.name.clone(),
-                            content: report.output.text,
-                            is_error: report.output.is_error,
-                        });
+                    Err(AskError::Usage(e)) => {
+                        let detail = Some(format!("hook policy error: {e}"));
+                        return self.abort(AbortReason::Failed, detail, last_text, rounds);
                     }
-                }
+                },
                 TurnVerdict::Continue { injections } => self.inject(&injections),
                 TurnVerdict::End { reason } => {
                     return self.finish(reason, None, last_text, rounds);
                 }
             }
+        }
+    }
+
+    /// Adds the pairs a `_SessionStart` or `_UserPromptSubmit` round
+    /// answered; `Some` is the prompt's end when the round could not be
+    /// asked or was cancelled.
+    fn add_pairs(&mut self, asked: Result<Vec<Injection>, AskError>) -> Option<PromptOutcome> {
+        match asked {
+            Ok(pairs) => {
+                self.inject(&pairs);
+                None
+            }
+            Err(AskError::Cancelled) => {
+                Some(self.finish(EndReason::Cancelled, None, String::new(), 0))
+            }
+            Err(AskError::Usage(e)) => {
+                let detail = Some(format!("hook policy error: {e}"));
+                Some(self.abort(AbortReason::Failed, detail, String::new(), 0))
+            }
+        }
+    }
+
+    /// Runs one turn's tool calls: asks `_PreToolUse` about them \[E3\], runs
+    /// those not refused, asks `_PostToolUse` about those that ran \[E4\],
+    /// and records one result per call, in call order, whatever happens.
+    /// `Err` when a hook round was cancelled (the prompt has ended) or the
+    /// policy refused the question.
+    async fn run_tools(
+        &mut self,
+        calls: &[ToolCall],
+        cancel: &CancellationToken,
+    ) -> Result<(), AskError> {
+        for call in calls {
+            self.emit(AgentEvent::ToolCall {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                arguments: call.arguments.clone(),
+            });
+        }
+        let gates = match self.gateway.gate_tools(calls, cancel).await {
+            Ok(gates) => gates,
+            Err(e) => {
+                let output = match &e {
+                    AskError::Cancelled => cancelled_output(),
+                    AskError::Usage(u) => ToolOutput::error(format!("hook policy error: {u}")),
+                };
+                let results = calls.iter().map(|_| (output.clone(), Duration::ZERO));
+                self.record_results(calls, results.collect());
+                return Err(e);
+            }
+        };
+        // [E3]: a refused call is not run; its error result is the refusals.
+        let refused: Vec<Option<ToolOutput>> = (0..calls.len())
+            .map(|i| match gates.get(i) {
+                Some(ToolGate::Refused { refusals }) => {
+                    let text: Vec<&str> = refusals.iter().map(|r| r.content.as_str()).collect();
+                    Some(ToolOutput::error(text.join("\n")))
+                }
+                _ => None,
+            })
+            .collect();
+        let to_run: Vec<ToolCall> = calls
+            .iter()
+            .zip(&refused)
+            .filter(|(_, r)| r.is_none())
+            .map(|(c, _)| c.clone())
+            .collect();
+        let reports = if to_run.is_empty() {
+            Vec::new()
+        } else {
+            self.gateway
+                .call_tools(&to_run, &self.settings.tools, cancel)
+                .await
+        };
+        let outputs: Vec<ToolOutput> = reports.iter().map(|r| r.output.clone()).collect();
+        let mut failure = None;
+        let notes = if to_run.is_empty() || cancel.is_cancelled() {
+            Vec::new()
+        } else {
+            match self.gateway.tools_ran(&to_run, &outputs, cancel).await {
+                Ok(notes) => notes,
+                Err(e) => {
+                    failure = Some(e);
+                    Vec::new()
+                }
+            }
+        };
+        let mut ran = reports
+            .into_iter()
+            .zip(notes.into_iter().chain(std::iter::repeat_with(Vec::new)));
+        let results = refused
+            .into_iter()
+            .map(|refusal| match refusal {
+                Some(output) => (output, Duration::ZERO),
+                None => match ran.next() {
+                    // [E4]: notes follow the tool's own output.
+                    Some((report, notes)) => {
+                        let mut output = report.output;
+                        for note in notes {
+                            output.text.push('\n');
+                            output.text.push_str(&note.content);
+                        }
+                        (output, report.latency)
+                    }
+                    None => (cancelled_output(), Duration::ZERO),
+                },
+            })
+            .collect();
+        self.record_results(calls, results);
+        failure.map_or(Ok(()), Err)
+    }
+
+    /// Emits and records one result per call, in call order.
+    fn record_results(&mut self, calls: &[ToolCall], results: Vec<(ToolOutput, Duration)>) {
+        for (call, (output, latency)) in calls.iter().zip(results) {
+            self.emit(AgentEvent::ToolResult {
+                id: call.id.clone(),
+                name: call.name.clone(),
+                is_error: output.is_error,
+                text: output.text.clone(),
+                latency,
+            });
+            self.history.push(Message::ToolResult {
+                call_id: call.id.clone(),
+                name: call.name.clone(),
+                content: output.text,
+                is_error: output.is_error,
+            });
         }
     }
 
@@ -318,13 +477,28 @@ impl<G: Gateway> Agent<G> {
             return Ok(Step::Done(()));
         }
         let before = self.history.len();
+        let summarise = self.summaries < settings.max_summaries;
+        if !summarise && compaction::truncation_cut(&self.history, settings.limit() / 2) == 0 {
+            // Nothing can go without leaving the context as it is: the
+            // provider's count includes what no compaction can remove
+            // (system prompt, tool schemas). Carry on uncompacted, without
+            // asking _PreCompact about a compaction that will not happen.
+            tracing::warn!("the context is near its limit, but no message can be dropped");
+            return Ok(Step::Done(()));
+        }
+        // [E5]: pins first, for the summariser and the fresh history.
+        let pins = match self.gateway.compacting(cancel).await {
+            Ok(pins) => pins,
+            Err(AskError::Cancelled) => return Ok(Step::Cancelled),
+            Err(AskError::Usage(e)) => return Err(e),
+        };
         let mut note = None;
         let mut summary = None;
-        if self.summaries < settings.max_summaries {
+        if summarise {
             // Attempts count, so a summary that keeps failing is not retried
             // every round.
             self.summaries += 1;
-            let request = compaction::summary_request(&self.history);
+            let request = compaction::summary_request(&self.history, &pins);
             let ask = ModelRequest {
                 system: &self.settings.system_prompt,
                 messages: &request,
@@ -359,17 +533,22 @@ impl<G: Gateway> Agent<G> {
             return Ok(Step::Done(()));
         }
         let removed = cut.unwrap_or(before);
-        let fresh = |history: &[Message], injections: &[Injection]| match (&summary, cut) {
-            (Some(summary), _) => {
-                compaction::fresh_after_summary(summary, original, injections, prompt)
+        // [E5]: the pins stay verbatim, before what _PostCompact re-injects.
+        let fresh = |history: &[Message], injections: &[Injection]| {
+            let kept: Vec<Injection> = pins.iter().chain(injections).cloned().collect();
+            let injections = kept.as_slice();
+            match (&summary, cut) {
+                (Some(summary), _) => {
+                    compaction::fresh_after_summary(summary, original, injections, prompt)
+                }
+                (None, cut) => compaction::fresh_after_truncation(
+                    history,
+                    cut.unwrap_or(0),
+                    original,
+                    prompt,
+                    injections,
+                ),
             }
-            (None, cut) => compaction::fresh_after_truncation(
-                history,
-                cut.unwrap_or(0),
-                original,
-                prompt,
-                injections,
-            ),
         };
         let kind = if summary.is_some() {
             "summary"
@@ -390,7 +569,11 @@ impl<G: Gateway> Agent<G> {
             after,
             note,
         });
-        let injections = match self.gateway.compacted(removed, cancel).await {
+        let injections = match self
+            .gateway
+            .compacted(removed, summary.as_deref(), cancel)
+            .await
+        {
             Ok(injections) => injections,
             // The compaction stands; the prompt ended during its round.
             Err(AskError::Cancelled) => Vec::new(),
@@ -401,7 +584,7 @@ impl<G: Gateway> Agent<G> {
         if cancel.is_cancelled() {
             return Ok(Step::Cancelled);
         }
-        for injection in &injections {
+        for injection in pins.iter().chain(&injections) {
             self.emit_injected(injection);
         }
         Ok(Step::Done(()))

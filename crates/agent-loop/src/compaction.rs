@@ -94,12 +94,25 @@ pub(crate) fn truncation_cut(history: &[Message], budget: u64) -> usize {
     cut
 }
 
-/// The request that asks the model for a summary of `history`.
-pub(crate) fn summary_request(history: &[Message]) -> Vec<Message> {
+/// The request that asks the model for a summary of `history`, keeping
+/// what `_PreCompact` pinned \[E5\].
+pub(crate) fn summary_request(history: &[Message], pins: &[Injection]) -> Vec<Message> {
     let mut messages = history.to_vec();
-    messages.push(Message::user(SUMMARY_PROMPT));
+    let mut ask = SUMMARY_PROMPT.to_owned();
+    if !pins.is_empty() {
+        ask.push_str(PINS_PROMPT);
+        for pin in pins {
+            ask.push_str("\n- ");
+            ask.push_str(&pin.content);
+        }
+    }
+    messages.push(Message::user(ask));
     messages
 }
+
+/// What the summary request adds before the pins, one per line.
+const PINS_PROMPT: &str = "\n\nLifecycle hooks pinned these facts (JSON with \"hook\", \"server\" and \"text\"); \
+the summary must keep each of them:";
 
 /// What the summary request asks.
 pub(crate) const SUMMARY_PROMPT: &str = "The conversation is about to be compacted to fit the context window. \
@@ -107,8 +120,8 @@ Write a summary that lets you continue the work from it alone: the task, what ha
 learned (files, commands, results), what remains, and any commitments made. Answer with the summary only.";
 
 /// The fresh history after a summary handoff \[P2\]: one user message with the
-/// summary and the original task, the `_PostCompact` pairs, then the current
-/// prompt.
+/// summary and the original task, the `_PreCompact` and `_PostCompact` pairs
+/// \[E5\], then the current prompt.
 pub(crate) fn fresh_after_summary(
     summary: &str,
     original_task: &str,
@@ -126,7 +139,8 @@ pub(crate) fn fresh_after_summary(
 }
 
 /// The fresh history after truncation: a preamble with the original task and
-/// the current prompt, the kept tail, then the `_PostCompact` pairs \[P1\].
+/// the current prompt, the kept tail, then the `_PreCompact` and
+/// `_PostCompact` pairs \[P1\], \[E5\].
 pub(crate) fn fresh_after_truncation(
     history: &[Message],
     cut: usize,

@@ -10,7 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hooks_core::{
-    AbortReason, AskError, EndReason, Injection, StopReason, TurnVerdict, UsageError,
+    AbortReason, AskError, EndReason, HookContext, HookText, Injection, Session, SessionEndReason,
+    StopReason, ToolGate, ToolUse, TurnVerdict, UsageError,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -77,6 +78,10 @@ pub struct ToolReport {
 }
 
 /// Tools and hooks, as the loop sees them.
+///
+/// The hook points beyond `_Stop` and `_PostCompact` have default methods
+/// that answer "nothing" (no pairs, every call runs, no notes), so a gateway
+/// without hooks implements only the required ones.
 #[async_trait]
 pub trait Gateway: Send {
     /// The tools to offer the model now; never a hook \[H2\].
@@ -85,24 +90,89 @@ pub trait Gateway: Send {
     /// A prompt begins.
     fn begin_prompt(&mut self) -> Result<(), UsageError>;
 
-    /// The model answered with `stop` and `tool_calls` tool calls: may the
-    /// turn end? Runs the `_Stop` round if the policy calls one \[S1\]-\[S5\].
-    /// A cancelled round ends the prompt: `Err(AskError::Cancelled)` \[T5\].
+    /// The session's first prompt began \[E1\]: the `_SessionStart` pairs to
+    /// add after the prompt, possibly none. `context` gives later hooks
+    /// their `session_id` and `cwd` \[K2\]. A cancelled round ends the
+    /// prompt: `Err(AskError::Cancelled)` \[T5\].
+    async fn session_start(
+        &mut self,
+        context: HookContext,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        let _ = (context, cancel);
+        Ok(Vec::new())
+    }
+
+    /// A prompt with this text began \[E2\]: the `_UserPromptSubmit` pairs
+    /// to add right after it, possibly none.
+    async fn prompt_submitted(
+        &mut self,
+        prompt: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        let _ = (prompt, cancel);
+        Ok(Vec::new())
+    }
+
+    /// The model asked for these tool calls \[E3\]: one gate per call, in
+    /// order. Only calls that resolve to a real tool are asked about
+    /// ([`tool_uses`]); the others run (and are answered `unknown tool`).
+    async fn gate_tools(
+        &mut self,
+        calls: &[ToolCall],
+        cancel: &CancellationToken,
+    ) -> Result<Vec<ToolGate>, AskError> {
+        let _ = cancel;
+        Ok(vec![ToolGate::Run; calls.len()])
+    }
+
+    /// These tool calls ran with these outputs \[E4\]: per call, the
+    /// `_PostToolUse` envelopes to append to its result, possibly none.
+    async fn tools_ran(
+        &mut self,
+        calls: &[ToolCall],
+        outputs: &[ToolOutput],
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Vec<HookText>>, AskError> {
+        let _ = (outputs, cancel);
+        Ok(vec![Vec::new(); calls.len()])
+    }
+
+    /// The model answered with `stop`, `tool_calls` tool calls and the text
+    /// `last_assistant_message`: may the turn end? Runs the `_Stop` round if
+    /// the policy calls one \[S1\]-\[S5\]. A cancelled round ends the
+    /// prompt: `Err(AskError::Cancelled)` \[T5\].
     async fn end_turn(
         &mut self,
         stop: StopReason,
         tool_calls: usize,
+        last_assistant_message: &str,
         cancel: &CancellationToken,
     ) -> Result<TurnVerdict, AskError>;
 
-    /// The history was compacted, removing `removed_messages` messages:
-    /// the `_PostCompact` pairs to append, possibly none \[P1\]-\[P2\]. A
-    /// cancelled round ends the prompt: `Err(AskError::Cancelled)` \[T5\].
+    /// The history is about to be compacted \[E5\]: the `_PreCompact` pins,
+    /// possibly none, which the summary must keep.
+    async fn compacting(&mut self, cancel: &CancellationToken) -> Result<Vec<Injection>, AskError> {
+        let _ = cancel;
+        Ok(Vec::new())
+    }
+
+    /// The history was compacted, removing `removed_messages` messages,
+    /// with `summary` after a summary handoff: the `_PostCompact` pairs to
+    /// append, possibly none \[P1\]-\[P2\]. A cancelled round ends the
+    /// prompt: `Err(AskError::Cancelled)` \[T5\].
     async fn compacted(
         &mut self,
         removed_messages: usize,
+        summary: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<Vec<Injection>, AskError>;
+
+    /// The session ends, for `reason` \[E6\]: runs `_SessionEnd`, whose
+    /// answers are ignored, within its short deadline.
+    async fn end_session(&mut self, reason: SessionEndReason) {
+        let _ = reason;
+    }
 
     /// Ends the prompt on the loop's behalf; returns why it ended \[S5\].
     fn abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError>;
@@ -117,6 +187,37 @@ pub trait Gateway: Send {
         settings: &ToolSettings,
         cancel: &CancellationToken,
     ) -> Vec<ToolReport>;
+}
+
+/// The hook-point view of a turn's tool calls, for a gateway on a
+/// `hooks-core` [`Session`]: per call, the [`ToolUse`] to ask `_PreToolUse`
+/// and `_PostToolUse` about, or `None` for a call that reaches no server
+/// (bad arguments, a hook, an unknown name: \[H3\] calls never reach them).
+pub fn tool_uses(session: &Session, calls: &[ToolCall]) -> Vec<Option<ToolUse>> {
+    calls
+        .iter()
+        .map(|call| {
+            let arguments = parse_arguments(call).ok()?;
+            let (server, bare) = session.resolve(&call.name)?;
+            Some(ToolUse {
+                server,
+                tool: bare.to_owned(),
+                arguments: serde_json::Value::Object(arguments),
+            })
+        })
+        .collect()
+}
+
+/// Spreads the answers about the asked calls (the `Some`s of `uses`, in
+/// order) back over every call; a call not asked about gets `unasked`.
+pub fn spread<T: Clone>(uses: &[Option<ToolUse>], answers: Vec<T>, unasked: T) -> Vec<T> {
+    let mut answers = answers.into_iter();
+    uses.iter()
+        .map(|u| match u {
+            Some(_) => answers.next().unwrap_or_else(|| unasked.clone()),
+            None => unasked.clone(),
+        })
+        .collect()
 }
 
 /// Parses a model's tool arguments: a JSON object, or an error result.

@@ -7,11 +7,12 @@
 //!   (OpenAI-compatible Chat Completions, Anthropic Messages, a scripted JSON
 //!   Lines model).
 //! - The gateway: the [`Gateway`] trait to tools and hooks, and the plain
-//!   data that crosses it ([`ToolDef`], [`ToolOutput`], [`parse_arguments`]);
+//!   data that crosses it ([`ToolDef`], [`ToolOutput`], [`parse_arguments`],
+//!   and [`tool_uses`] / [`spread`] for a gateway on the `hooks-core` policy);
 //!   implemented for `hooks_mcp::Host` by the `mcp` feature (on by default).
 //!   Without it the crate does not depend on MCP: bring your own gateway
 //!   (`examples/custom_gateway.rs`).
-//! - The loop: [`Agent::run_prompt`], with [`AgentSettings`] and
+//! - The loop: [`Agent::run_prompt`] and [`Agent::end_session`], with [`AgentSettings`] and
 //!   [`CompactionSettings`] (when to compact, where to cut, the fresh
 //!   history \[P2\]).
 //! - The history: [`Message`], the hook pairs ([`injection_pair`]) \[I1\],
@@ -39,7 +40,7 @@ pub use compaction::CompactionSettings;
 pub use event::{AgentEvent, Sink};
 pub use gateway::{
     Gateway, JsonObject, ToolDef, ToolOutput, ToolReport, ToolSettings, cancelled_output,
-    parse_arguments,
+    parse_arguments, spread, tool_uses,
 };
 #[cfg(feature = "mcp")]
 pub use mcp::hook_sink;

@@ -6,7 +6,8 @@ use std::time::{Duration, Instant};
 use async_trait::async_trait;
 use futures::stream::{FuturesUnordered, StreamExt};
 use hooks_core::{
-    AbortReason, AskError, EndReason, Injection, StopReason, TurnVerdict, UsageError,
+    AbortReason, AskError, EndReason, HookContext, HookText, Injection, SessionEndReason,
+    StopReason, ToolGate, ToolRun, TurnVerdict, UsageError,
 };
 use hooks_mcp::Host;
 use tokio_util::sync::CancellationToken;
@@ -14,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::event::{AgentEvent, Sink};
 use crate::gateway::{
     Gateway, JsonObject, ToolDef, ToolOutput, ToolReport, ToolSettings, cancelled_output,
-    parse_arguments,
+    parse_arguments, spread, tool_uses,
 };
 use crate::message::ToolCall;
 
@@ -48,21 +49,87 @@ impl Gateway for Host {
         Host::begin_prompt(self)
     }
 
+    async fn session_start(
+        &mut self,
+        context: HookContext,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        Host::session_start(self, context, cancel).await
+    }
+
+    async fn prompt_submitted(
+        &mut self,
+        prompt: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        Host::prompt_submitted(self, prompt, cancel).await
+    }
+
+    async fn gate_tools(
+        &mut self,
+        calls: &[ToolCall],
+        cancel: &CancellationToken,
+    ) -> Result<Vec<ToolGate>, AskError> {
+        let uses = tool_uses(self.session(), calls);
+        let asked: Vec<_> = uses.iter().flatten().cloned().collect();
+        if asked.is_empty() {
+            return Ok(vec![ToolGate::Run; calls.len()]);
+        }
+        let gates = Host::tools_requested(self, asked, cancel).await?;
+        Ok(spread(&uses, gates, ToolGate::Run))
+    }
+
+    async fn tools_ran(
+        &mut self,
+        calls: &[ToolCall],
+        outputs: &[ToolOutput],
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Vec<HookText>>, AskError> {
+        let uses = tool_uses(self.session(), calls);
+        let runs: Vec<ToolRun> = uses
+            .iter()
+            .zip(outputs)
+            .filter_map(|(call, output)| {
+                Some(ToolRun {
+                    call: call.clone()?,
+                    output: output.text.clone(),
+                    is_error: output.is_error,
+                })
+            })
+            .collect();
+        if runs.is_empty() {
+            return Ok(vec![Vec::new(); calls.len()]);
+        }
+        let notes = Host::tools_ran(self, runs, cancel).await?;
+        Ok(spread(&uses, notes, Vec::new()))
+    }
+
     async fn end_turn(
         &mut self,
         stop: StopReason,
         tool_calls: usize,
+        last_assistant_message: &str,
         cancel: &CancellationToken,
     ) -> Result<TurnVerdict, AskError> {
-        Host::end_turn(self, stop, tool_calls, cancel).await
+        Host::end_turn(self, stop, tool_calls, last_assistant_message, cancel).await
+    }
+
+    async fn compacting(&mut self, cancel: &CancellationToken) -> Result<Vec<Injection>, AskError> {
+        Host::compacting(self, cancel).await
     }
 
     async fn compacted(
         &mut self,
         removed_messages: usize,
+        summary: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<Vec<Injection>, AskError> {
-        Host::compacted(self, removed_messages, cancel).await
+        Host::compacted(self, removed_messages, summary, cancel).await
+    }
+
+    async fn end_session(&mut self, reason: SessionEndReason) {
+        // `Err` only if the session had ended already: nothing to tell.
+        let _ = Host::session_end(self, reason).await;
     }
 
     fn abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError> {

@@ -20,9 +20,10 @@ use std::time::Duration;
 use futures::future::{AbortHandle, Abortable, BoxFuture};
 use futures::stream::{FuturesUnordered, StreamExt};
 use hooks_core::{
-    AbortReason, AskError, CallId, EndReason, Event, HookConfig, HookReply, Injection, Input,
-    Output, ServerId, ServerName, ServerState, Session, SetupError, StopReason, Time, TurnVerdict,
-    UsageError, Warning,
+    AbortReason, AskError, CallId, EndReason, Event, HookConfig, HookContext, HookPoint, HookReply,
+    HookText, Injection, Input, InputField, ListedTool, Output, ServerId, ServerName, ServerSetup,
+    ServerState, Session, SessionEndReason, SetupError, StopReason, Time, ToolGate, ToolRun,
+    ToolUse, TurnVerdict, UsageError, Warning,
 };
 use rmcp::model::{JsonObject, Tool};
 use tokio::sync::mpsc;
@@ -79,7 +80,10 @@ pub struct ServerReport {
     /// Model-visible tool names.
     pub model_tools: Vec<String>,
     /// Hook points it lists.
-    pub hooks: Vec<hooks_core::HookPoint>,
+    pub hooks: Vec<HookPoint>,
+    /// Each listed hook point with the input fields its schema asked for
+    /// (none: it gets `{}`) \[K1\], in the order of `hooks`.
+    pub hook_inputs: Vec<(HookPoint, Vec<InputField>)>,
     /// Why it is down, if it failed to start or exited.
     pub last_error: Option<String>,
 }
@@ -173,8 +177,14 @@ impl Host {
         sink: EventSink,
         connector: Connector,
     ) -> Result<Host, SetupError> {
-        let names = specs.iter().map(|s| s.name.clone()).collect();
-        let session = Session::new(config, names)?;
+        let setups: Vec<ServerSetup> = specs
+            .iter()
+            .map(|s| ServerSetup {
+                name: s.name.clone(),
+                hook_timeout: s.hook_timeout, // [C4]
+            })
+            .collect();
+        let session = Session::new(config, setups)?;
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
         let slots = specs
             .into_iter()
@@ -260,6 +270,11 @@ impl Host {
                         .map(|t| t.qualified.clone())
                         .collect(),
                     hooks: tools.hook_points().collect(),
+                    hook_inputs: tools
+                        .hooks
+                        .iter()
+                        .map(|h| (h.point, h.input.fields().to_vec()))
+                        .collect(),
                     last_error: self.slots[i].last_error.clone(),
                 }
             })
@@ -275,34 +290,122 @@ impl Host {
         Ok(())
     }
 
-    /// The model answered with `stop` and `tool_calls` tool calls: runs the
-    /// `_Stop` round, if the policy calls one, until it is decided.
+    /// The session starts \[E1\]: runs the `_SessionStart` round, if any,
+    /// and returns the pairs to add after the prompt. `context` is what
+    /// every later hook may be given as `session_id` and `cwd` \[K2\].
     /// Cancelling `cancel` ends the round and the prompt at once \[T5\].
-    pub async fn end_turn(
+    pub async fn session_start(
         &mut self,
-        stop: StopReason,
-        tool_calls: usize,
-        cancel: &CancellationToken,
-    ) -> Result<TurnVerdict, AskError> {
-        self.pump();
-        let now = self.now();
-        self.session.end_turn(now, stop, tool_calls, "")?;
-        self.answer(Session::take_verdict, cancel).await
-    }
-
-    /// The history was compacted, removing `removed_messages` messages:
-    /// runs the `_PostCompact` round, if any, and returns the pairs to append
-    /// \[P1\]-\[P2\]. Cancelling `cancel` ends the round and the prompt at
-    /// once \[T5\].
-    pub async fn compacted(
-        &mut self,
-        removed_messages: usize,
+        context: HookContext,
         cancel: &CancellationToken,
     ) -> Result<Vec<Injection>, AskError> {
         self.pump();
         let now = self.now();
-        self.session.compacted(now, removed_messages, None)?;
+        self.session.session_start(now, context)?;
+        self.answer(Session::take_session_context, cancel).await
+    }
+
+    /// A prompt arrived \[E2\]: runs the `_UserPromptSubmit` round, if any,
+    /// and returns the pairs to add right after the prompt.
+    pub async fn prompt_submitted(
+        &mut self,
+        prompt: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        self.pump();
+        let now = self.now();
+        self.session.prompt_submitted(now, prompt)?;
+        self.answer(Session::take_prompt_context, cancel).await
+    }
+
+    /// The model asked for these tool calls, each resolved to a real tool
+    /// \[E3\]: runs the `_PreToolUse` round, if any, and returns one gate per
+    /// call, in order.
+    pub async fn tools_requested(
+        &mut self,
+        calls: Vec<ToolUse>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<ToolGate>, AskError> {
+        self.pump();
+        let now = self.now();
+        self.session.tools_requested(now, calls)?;
+        self.answer(Session::take_tool_gates, cancel).await
+    }
+
+    /// These tool calls ran \[E4\]: runs the `_PostToolUse` round, if any,
+    /// and returns per call the envelopes to append to its result.
+    pub async fn tools_ran(
+        &mut self,
+        runs: Vec<ToolRun>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Vec<HookText>>, AskError> {
+        self.pump();
+        let now = self.now();
+        self.session.tools_ran(now, runs)?;
+        self.answer(Session::take_tool_notes, cancel).await
+    }
+
+    /// The model answered with `stop`, `tool_calls` tool calls and the text
+    /// `last_assistant_message`: runs the `_Stop` round, if the policy calls
+    /// one, until it is decided. Cancelling `cancel` ends the round and the
+    /// prompt at once \[T5\].
+    pub async fn end_turn(
+        &mut self,
+        stop: StopReason,
+        tool_calls: usize,
+        last_assistant_message: &str,
+        cancel: &CancellationToken,
+    ) -> Result<TurnVerdict, AskError> {
+        self.pump();
+        let now = self.now();
+        self.session
+            .end_turn(now, stop, tool_calls, last_assistant_message)?;
+        self.answer(Session::take_verdict, cancel).await
+    }
+
+    /// The history is about to be compacted \[E5\]: runs the `_PreCompact`
+    /// round, if any, and returns the pins.
+    pub async fn compacting(
+        &mut self,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        self.pump();
+        let now = self.now();
+        self.session.compacting(now)?;
+        self.answer(Session::take_pins, cancel).await
+    }
+
+    /// The history was compacted, removing `removed_messages` messages,
+    /// with `summary` after a summary handoff: runs the `_PostCompact`
+    /// round, if any, and returns the pairs to append \[P1\]-\[P2\].
+    /// Cancelling `cancel` ends the round and the prompt at once \[T5\].
+    pub async fn compacted(
+        &mut self,
+        removed_messages: usize,
+        summary: Option<&str>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        self.pump();
+        let now = self.now();
+        self.session.compacted(now, removed_messages, summary)?;
         self.answer(Session::take_reinjections, cancel).await
+    }
+
+    /// The session ends, for `reason` \[E6\]: ends a prompt left running,
+    /// then runs the `_SessionEnd` round, if any. Every call's deadline is
+    /// at most [`hooks_core::session::SESSION_END_DEADLINE`] and answers are
+    /// ignored, so this returns within that bound. `Err` if the session
+    /// had ended already.
+    pub async fn session_end(&mut self, reason: SessionEndReason) -> Result<(), AskError> {
+        self.pump();
+        let now = self.now();
+        if self.session.in_prompt() {
+            self.session.abort(now, AbortReason::Failed)?;
+        }
+        self.session.session_end(now, reason)?;
+        // Nothing cancels it: the core's deadline bounds the round.
+        self.answer(Session::take_session_end, &CancellationToken::new())
+            .await
     }
 
     /// Ends the prompt on the loop's behalf \[S5\]; returns why it ended.
@@ -472,9 +575,10 @@ impl Host {
                 };
                 match result {
                     Ok((conn, tools)) => {
+                        // [K1]: hooks' schemas say what input they get.
                         let names = tools
                             .iter()
-                            .map(|t| hooks_core::ListedTool::named(t.name.to_string()))
+                            .map(|t| ListedTool::from_schema(t.name.to_string(), &t.input_schema))
                             .collect();
                         slot.tools = tools.into_iter().map(|t| (t.name.to_string(), t)).collect();
                         slot.conn = Some(conn);

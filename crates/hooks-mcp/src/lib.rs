@@ -31,7 +31,7 @@
 //! let mut host = Host::start(vec![todo], config, HostOptions::default(), sink).await?;
 //!
 //! host.begin_prompt()?;
-//! match host.end_turn(StopReason::EndTurn, 0, &CancellationToken::new()).await? {
+//! match host.end_turn(StopReason::EndTurn, 0, "Done.", &CancellationToken::new()).await? {
 //!     TurnVerdict::Continue { injections } => println!("objections: {injections:?}"),
 //!     other => println!("{other:?}"),
 //! }

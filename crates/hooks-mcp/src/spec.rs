@@ -13,7 +13,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::path::PathBuf;
 
-use hooks_core::ServerName;
+use hooks_core::{HookTimeout, ServerName};
 use serde::Deserialize;
 use serde::de::{self, MapAccess, Visitor};
 use serde_json::Value;
@@ -25,6 +25,9 @@ pub struct ServerSpec {
     pub name: ServerName,
     /// How to reach it.
     pub transport: TransportSpec,
+    /// Its own hook deadline, `"hookTimeoutMs"` in its entry \[C4\]; the
+    /// session's (`SPROUT_AGENT_HOOK_TIMEOUT_MS`) when `None`.
+    pub hook_timeout: Option<HookTimeout>,
 }
 
 /// How to reach a server.
@@ -61,6 +64,7 @@ impl ServerSpec {
                 env: BTreeMap::new(),
                 cwd: None,
             },
+            hook_timeout: None,
         }
     }
 
@@ -72,6 +76,7 @@ impl ServerSpec {
                 url: url.into(),
                 headers: BTreeMap::new(),
             },
+            hook_timeout: None,
         }
     }
 }
@@ -143,8 +148,9 @@ struct Document {
 /// Stdio entries: `command` (required), `args`, `env`, `cwd`, and an optional
 /// `"type": "stdio"`. HTTP entries: `"type": "http"` and `url`. Any other
 /// `type`, a missing or mistyped field, or an invalid server name \[N1\] is an
-/// error naming the key and the value. A document without `mcpServers`
-/// configures no server.
+/// error naming the key and the value. Either kind may carry
+/// `"hookTimeoutMs"`, the server's own hook deadline (1 to 600000) \[C4\]. A
+/// document without `mcpServers` configures no server.
 pub fn parse_mcp_servers(json: &str) -> Result<Vec<ServerSpec>, SpecError> {
     let document: Document = serde_json::from_str(json)
         .map_err(|e| err("", format!("not a valid mcpServers JSON document: {e}")))?;
@@ -240,7 +246,28 @@ fn server_spec(key: &str, value: &Value) -> Result<ServerSpec, SpecError> {
             ));
         }
     };
-    Ok(ServerSpec { name, transport })
+    let hook_timeout = match fields.get("hookTimeoutMs") {
+        None | Some(Value::Null) => None,
+        Some(value) => Some(
+            value
+                .as_u64()
+                .and_then(HookTimeout::from_millis)
+                .ok_or_else(|| {
+                    err(
+                        format!("{at}.hookTimeoutMs"),
+                        format!(
+                            "expected a whole number of milliseconds from 1 to 600000, found {}",
+                            brief(value)
+                        ),
+                    )
+                })?,
+        ),
+    };
+    Ok(ServerSpec {
+        name,
+        transport,
+        hook_timeout,
+    })
 }
 
 fn string_list(value: Option<&Value>, at: &str) -> Result<Vec<String>, SpecError> {
@@ -503,6 +530,37 @@ mod tests {
             assert_eq!(
                 parse_mcp_servers(json).unwrap_err().to_string(),
                 expected,
+                "{json}"
+            );
+        }
+    }
+
+    // [C4]: a server's own hook deadline, in the range of [C1]; a bad one
+    // names the server and the key.
+    #[test]
+    fn hook_timeout_per_server_c4() {
+        let specs = parse_mcp_servers(
+            r#"{"mcpServers": {
+                "gate": {"command": "g", "hookTimeoutMs": 120000},
+                "todo": {"command": "t"},
+                "web": {"type": "http", "url": "http://127.0.0.1:9/mcp", "hookTimeoutMs": 1}
+            }}"#,
+        )
+        .unwrap();
+        let timeouts: Vec<Option<u64>> = specs
+            .iter()
+            .map(|s| s.hook_timeout.map(|t| t.duration().as_millis() as u64))
+            .collect();
+        assert_eq!(timeouts, [Some(120_000), None, Some(1)]);
+        for bad in ["0", "600001", "1.5", "\"100\"", "-3", "true"] {
+            let json = format!(
+                r#"{{"mcpServers": {{"gate": {{"command": "g", "hookTimeoutMs": {bad}}}}}}}"#
+            );
+            assert_eq!(
+                parse_mcp_servers(&json).unwrap_err().to_string(),
+                format!(
+                    "mcpServers.gate.hookTimeoutMs: expected a whole number of milliseconds from 1 to 600000, found {bad}"
+                ),
                 "{json}"
             );
         }

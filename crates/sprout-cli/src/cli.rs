@@ -10,7 +10,7 @@ use std::path::PathBuf;
 use clap::{Args, Parser, Subcommand};
 
 /// Sprout: an LLM agent whose lifecycle MCP servers can steer through hook
-/// tools (`_Stop`, `_PostCompact`).
+/// tools (`_Stop`, `_PreToolUse`, `_PostCompact`, …).
 #[derive(Debug, Parser)]
 #[command(name = "sprout", version, about, long_about = None, propagate_version = true)]
 pub(crate) struct Cli {
@@ -86,14 +86,23 @@ pub(crate) enum HooksCommand {
         #[command(flatten)]
         session: SessionArgs,
     },
-    /// Call one hook exactly as the agent would (same deadline, same reading
-    /// of the answer) and show each server's outcome and latency.
+    /// Call one hook exactly as the agent would (same deadline, same input
+    /// by schema, same reading of the answer) and show each server's outcome
+    /// and latency. As in a new session, `_SessionStart` is asked first
+    /// (and shown, if a server lists it); then the hook.
     Call {
-        /// `_Stop` or `_PostCompact`.
+        /// The hook point: _SessionStart, _UserPromptSubmit, _PreToolUse,
+        /// _PostToolUse, _Stop, _PreCompact, _PostCompact or _SessionEnd.
         hook: String,
         /// Call only this server's hook, whatever MCP_HOOK_SERVERS says.
         #[arg(long)]
         server: Option<String>,
+        /// Input fields to supply, as a JSON object: session_id, cwd,
+        /// prompt, tool, server, arguments, output, is_error,
+        /// last_assistant_message, summary, reason. Each hook still gets
+        /// only the fields its schema names.
+        #[arg(long, value_name = "JSON")]
+        input: Option<String>,
         #[command(flatten)]
         session: SessionArgs,
     },
@@ -142,7 +151,8 @@ pub(crate) struct SessionArgs {
         default_value = "2500"
     )]
     pub(crate) hook_timeout_ms: String,
-    /// `_Stop` objections honoured per session, 0 to 1000 (0 disables _Stop).
+    /// `_Stop` objections honoured per session (or per prompt, see
+    /// --stop-budget-scope), 0 to 1000 (0 disables _Stop).
     #[arg(
         long,
         env = "SPROUT_AGENT_STOP_MAX_REJECTIONS",
@@ -150,6 +160,25 @@ pub(crate) struct SessionArgs {
         default_value = "3"
     )]
     pub(crate) stop_max_rejections: String,
+    /// What the `_Stop` budget counts over: `session` (one budget for the
+    /// session) or `prompt` (refilled for every prompt).
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_STOP_BUDGET_SCOPE",
+        value_name = "SCOPE",
+        default_value = "session"
+    )]
+    pub(crate) stop_budget_scope: String,
+    /// The "declined twice" rule: `on` (a model that ends again right after
+    /// an objection is let go) or `off` (every bare end of turn asks _Stop
+    /// while the budget lasts).
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_STOP_DECLINE_RULE",
+        value_name = "ON_OFF",
+        default_value = "on"
+    )]
+    pub(crate) stop_decline_rule: String,
     /// Deadline for an MCP server to start (spawn, initialize, list tools).
     #[arg(
         long,

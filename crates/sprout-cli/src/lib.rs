@@ -27,7 +27,10 @@ use std::sync::Arc;
 
 use agent_loop::{Agent, AgentEvent, AgentSettings, Model};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
-use hooks_core::{AskError, EndReason, HookConfig, HookPoint, StopReason, TurnVerdict};
+use hooks_core::{
+    AskError, EndReason, HookConfig, HookContext, HookPoint, SessionEndReason, StopReason,
+    ToolGate, ToolRun, ToolUse, TurnVerdict,
+};
 use hooks_mcp::{Host, HostOptions, ServerSpec};
 
 use crate::cli::{Cli, Command, HookServerCommand, HooksCommand};
@@ -231,14 +234,14 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 HooksCommand::Call {
                     hook,
                     server,
+                    input,
                     session,
                 },
         } => {
             let m = sub(sub(matches, "hooks"), "call");
-            // `sprout hooks call` asks the seed's two hook points only, yet.
             let hook = HookPoint::from_tool_name(&hook)
-                .filter(|h| matches!(h, HookPoint::Stop | HookPoint::PostCompact))
                 .ok_or_else(|| ConfigProblem::NotAHookPoint(hook.clone()))?;
+            let input = CallInput::parse(input.as_deref())?;
             let mut config = settings::hook_config(&session, m)?;
             let specs = settings::servers(&session)?;
             if let Some(name) = &server {
@@ -249,8 +252,16 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
             } else if config.allowlist.is_off() {
                 return Err(ConfigProblem::HooksOff);
             }
+            if let Some(name) = input.text("server")
+                && !specs.iter().any(|s| s.name.as_str() == name)
+            {
+                return Err(ConfigProblem::HookInput {
+                    value: input.raw.clone(),
+                    why: format!("\"server\": no configured MCP server is named {name:?}"),
+                });
+            }
             let options = settings::host_options(&session, m)?;
-            Ok(hooks_call(specs, config, options, hook, session.json).await)
+            Ok(hooks_call(specs, config, options, hook, input, session.json).await)
         }
         Command::HookServer { server } => {
             Ok(hook_server(server, sub(matches, "hook-server")).await)
@@ -335,8 +346,19 @@ async fn run_session(
         }
     };
     report_down_servers(&host);
-    let mut agent = Agent::new(model, host, settings, sink);
+    let context = HookContext {
+        session_id: run_session_id(),
+        cwd: working_directory(),
+    };
+    let mut agent = Agent::new(model, host, settings, sink).with_hook_context(context);
     let outcome = agent.run_prompt(prompt, signals.token()).await;
+    // [E6]: told within 1 s; a second signal exits at once meanwhile.
+    let reason = if signals.token().is_cancelled() {
+        SessionEndReason::Signal
+    } else {
+        SessionEndReason::Exit
+    };
+    agent.end_session(reason).await;
     agent.into_gateway().shutdown().await;
     stdout.finish(OUTPUT_DRAIN);
     if let Some(status) = signals.exit_status() {
@@ -347,6 +369,32 @@ async fn run_session(
         reason if reason.is_normal() => EXIT_OK,
         _ => EXIT_FAILURE,
     }
+}
+
+/// The id of a `sprout run` session, as hooks get it \[K2\]: unique on this
+/// machine at this time.
+fn run_session_id() -> String {
+    let millis = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_millis());
+    format!("sprout-run-{}-{millis}", std::process::id())
+}
+
+/// The working directory as hooks get it (`cwd`) \[K2\]; empty if unknown.
+fn working_directory() -> String {
+    std::env::current_dir()
+        .map(|d| d.display().to_string())
+        .unwrap_or_default()
+}
+
+/// Each hook point a server lists with the input fields it asked for, as
+/// `sprout hooks list` shows them \[K1\].
+fn hook_inputs(report: &hooks_mcp::ServerReport) -> Vec<(&'static str, Vec<&'static str>)> {
+    report
+        .hook_inputs
+        .iter()
+        .map(|(hook, fields)| (hook.tool_name(), fields.iter().map(|f| f.name()).collect()))
+        .collect()
 }
 
 async fn hooks_list(
@@ -374,6 +422,10 @@ async fn hooks_list(
                     "may_hook": r.may_hook,
                     "tools": r.model_tools,
                     "hooks": r.hooks.iter().map(|h| h.tool_name()).collect::<Vec<_>>(),
+                    "hook_inputs": hook_inputs(r)
+                        .into_iter()
+                        .map(|(hook, fields)| (hook.to_owned(), serde_json::json!(fields)))
+                        .collect::<serde_json::Map<String, serde_json::Value>>(),
                     "error": r.last_error,
                 })
             })
@@ -413,6 +465,13 @@ async fn hooks_list(
                     hooks.join(" ")
                 }
             );
+            if !r.hooks.is_empty() {
+                let inputs: Vec<String> = hook_inputs(r)
+                    .into_iter()
+                    .map(|(hook, fields)| format!("{hook} {{{}}}", fields.join(", ")))
+                    .collect();
+                let _ = writeln!(out, "  input:    {}", inputs.join("; "));
+            }
             let _ = writeln!(
                 out,
                 "  tools:    {}",
@@ -462,11 +521,184 @@ fn state_word(state: hooks_core::ServerState) -> &'static str {
     }
 }
 
+/// What `sprout hooks call --input` supplies: the fields the agent would
+/// know at the hook point \[K2\]; fields the policy computes itself
+/// (`attempt`, `budget_left`, `pins`) are not among them.
+struct CallInput {
+    raw: String,
+    fields: serde_json::Map<String, serde_json::Value>,
+}
+
+impl CallInput {
+    const STRINGS: [&'static str; 8] = [
+        "session_id",
+        "cwd",
+        "prompt",
+        "tool",
+        "server",
+        "output",
+        "last_assistant_message",
+        "summary",
+    ];
+
+    fn parse(raw: Option<&str>) -> Result<CallInput, ConfigProblem> {
+        let raw = raw.unwrap_or("{}").to_owned();
+        let bad = |why: String| ConfigProblem::HookInput {
+            value: raw.clone(),
+            why,
+        };
+        let fields = match serde_json::from_str::<serde_json::Value>(&raw) {
+            Ok(serde_json::Value::Object(fields)) => fields,
+            Ok(_) => return Err(bad("expected a JSON object".into())),
+            Err(e) => return Err(bad(format!("not JSON ({e})"))),
+        };
+        for (key, value) in &fields {
+            let fits = match key.as_str() {
+                k if Self::STRINGS.contains(&k) => value.is_string(),
+                "arguments" => value.is_object(),
+                "is_error" => value.is_boolean(),
+                "reason" => session_end_reason(value.as_str().unwrap_or("")).is_some(),
+                "attempt" | "budget_left" | "pins" => {
+                    return Err(bad(format!(
+                        "{key:?} is computed by the agent and cannot be supplied"
+                    )));
+                }
+                _ => return Err(bad(format!("{key:?} is not a hook input field"))),
+            };
+            if !fits {
+                let expected = match key.as_str() {
+                    "arguments" => "an object",
+                    "is_error" => "true or false",
+                    "reason" => "\"exit\", \"closed\", \"disconnected\" or \"signal\"",
+                    _ => "a string",
+                };
+                return Err(bad(format!("{key:?} must be {expected}")));
+            }
+        }
+        Ok(CallInput { raw, fields })
+    }
+
+    fn text(&self, key: &str) -> Option<&str> {
+        self.fields.get(key).and_then(serde_json::Value::as_str)
+    }
+}
+
+fn session_end_reason(word: &str) -> Option<SessionEndReason> {
+    [
+        SessionEndReason::Exit,
+        SessionEndReason::Closed,
+        SessionEndReason::Disconnected,
+        SessionEndReason::Signal,
+    ]
+    .into_iter()
+    .find(|r| r.as_str() == word)
+}
+
+/// Asks `hook` once, after `_SessionStart` as a new session would, with
+/// what `input` supplies; says what the agent would do with the answers.
+async fn ask_hook(
+    host: &mut Host,
+    hook: HookPoint,
+    input: &CallInput,
+    tool_server: Option<hooks_core::ServerId>,
+    cancel: &tokio_util::sync::CancellationToken,
+) -> Result<String, AskError> {
+    host.begin_prompt()?;
+    let context = HookContext {
+        session_id: input
+            .text("session_id")
+            .unwrap_or("sprout-hooks-call")
+            .to_owned(),
+        cwd: input
+            .text("cwd")
+            .map_or_else(working_directory, ToOwned::to_owned),
+    };
+    let added = host.session_start(context, cancel).await?;
+    let tool_use = || ToolUse {
+        server: tool_server.unwrap_or(hooks_core::ServerId(0)),
+        tool: input.text("tool").unwrap_or_default().to_owned(),
+        arguments: input
+            .fields
+            .get("arguments")
+            .cloned()
+            .unwrap_or_else(|| serde_json::json!({})),
+    };
+    Ok(match hook {
+        HookPoint::SessionStart => {
+            format!(
+                "the agent would add {} answer(s) after the first prompt",
+                added.len()
+            )
+        }
+        HookPoint::UserPromptSubmit => {
+            let prompt = input.text("prompt").unwrap_or_default();
+            let added = host.prompt_submitted(prompt, cancel).await?;
+            format!(
+                "the agent would add {} answer(s) after the prompt",
+                added.len()
+            )
+        }
+        HookPoint::PreToolUse => {
+            let gates = host.tools_requested(vec![tool_use()], cancel).await?;
+            match gates.first() {
+                Some(ToolGate::Refused { refusals }) => {
+                    format!(
+                        "the agent would refuse the tool call: {} refusal(s)",
+                        refusals.len()
+                    )
+                }
+                _ => "the agent would run the tool".to_owned(),
+            }
+        }
+        HookPoint::PostToolUse => {
+            let run = ToolRun {
+                call: tool_use(),
+                output: input.text("output").unwrap_or_default().to_owned(),
+                is_error: input.fields.get("is_error") == Some(&serde_json::Value::Bool(true)),
+            };
+            let notes = host.tools_ran(vec![run], cancel).await?;
+            let n = notes.first().map_or(0, Vec::len);
+            format!("the agent would append {n} note(s) to the tool's result")
+        }
+        HookPoint::Stop => {
+            let last = input.text("last_assistant_message").unwrap_or_default();
+            match host.end_turn(StopReason::EndTurn, 0, last, cancel).await? {
+                TurnVerdict::Continue { injections } => {
+                    format!("the agent would go on: {} objection(s)", injections.len())
+                }
+                TurnVerdict::End { reason } => format!("the agent would stop: {reason}"),
+                // A turn without tool calls never runs tools [S1].
+                TurnVerdict::RunTools => "the agent would run tools".to_owned(),
+            }
+        }
+        HookPoint::PreCompact => {
+            let pins = host.compacting(cancel).await?;
+            format!(
+                "the agent would pin {} answer(s) through the compaction",
+                pins.len()
+            )
+        }
+        HookPoint::PostCompact => {
+            let added = host.compacted(1, input.text("summary"), cancel).await?;
+            format!("the agent would re-inject {} answer(s)", added.len())
+        }
+        HookPoint::SessionEnd => {
+            let reason = input
+                .text("reason")
+                .and_then(session_end_reason)
+                .unwrap_or(SessionEndReason::Exit);
+            host.session_end(reason).await?;
+            format!("the agent would end the session ({reason}); answers are ignored")
+        }
+    })
+}
+
 async fn hooks_call(
     specs: Vec<ServerSpec>,
     config: HookConfig,
     options: HostOptions,
     hook: HookPoint,
+    input: CallInput,
     json: bool,
 ) -> i32 {
     let renderer = Renderer::new(json);
@@ -497,27 +729,13 @@ async fn hooks_call(
         stdout.finish(OUTPUT_DRAIN);
         return EXIT_FAILURE;
     }
+    // The tool's server for _PreToolUse and _PostToolUse: the one named in
+    // the input, else the first that is asked.
+    let tool_server = host
+        .session()
+        .server_id(input.text("server").unwrap_or(askable[0].name.as_str()));
     let cancel = signals.token();
-    let answered = match host.begin_prompt() {
-        Ok(()) => match hook {
-            HookPoint::Stop => host
-                .end_turn(StopReason::EndTurn, 0, cancel)
-                .await
-                .map(|verdict| match verdict {
-                    TurnVerdict::Continue { injections } => {
-                        format!("the agent would go on: {} objection(s)", injections.len())
-                    }
-                    TurnVerdict::End { reason } => format!("the agent would stop: {reason}"),
-                    // A turn without tool calls never runs tools [S1].
-                    TurnVerdict::RunTools => "the agent would run tools".to_owned(),
-                }),
-            // Only _Stop and _PostCompact pass the parse of the hook name.
-            _ => host.compacted(1, cancel).await.map(|injections| {
-                format!("the agent would re-inject {} answer(s)", injections.len())
-            }),
-        },
-        Err(e) => Err(AskError::Usage(e)),
-    };
+    let answered = ask_hook(&mut host, hook, &input, tool_server, cancel).await;
     host.shutdown().await;
     // The round's events are written before the summary.
     stdout.finish(OUTPUT_DRAIN);

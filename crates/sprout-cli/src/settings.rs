@@ -137,8 +137,19 @@ pub(crate) enum ConfigProblem {
     #[error("--json does not apply to acp: stdout carries the protocol")]
     JsonWithAcp,
     /// `hooks call` of something that is not a hook point.
-    #[error("{0:?} is not a hook point: expected _Stop or _PostCompact")]
+    #[error(
+        "{0:?} is not a hook point: expected _SessionStart, _UserPromptSubmit, _PreToolUse, _PostToolUse, _Stop, _PreCompact, _PostCompact or _SessionEnd"
+    )]
     NotAHookPoint(String),
+    /// `hooks call --input` that is not an object of fields the caller may
+    /// supply.
+    #[error("--input {value:?} is not valid: {why}")]
+    HookInput {
+        /// The value.
+        value: String,
+        /// What is wrong with it.
+        why: String,
+    },
     /// `hooks call --server` of a server nobody configured.
     #[error("--server {0:?}: no configured MCP server has that name")]
     NoSuchServer(String),
@@ -201,11 +212,17 @@ pub(crate) fn hook_config(
         .map_err(|e| renamed(e, matches, "hook_timeout_ms", "--hook-timeout-ms"))?;
     let stop_budget = hooks_core::StopBudget::parse(&args.stop_max_rejections)
         .map_err(|e| renamed(e, matches, "stop_max_rejections", "--stop-max-rejections"))?;
+    // [G1]-[G3]
+    let stop_budget_scope = hooks_core::BudgetScope::parse(&args.stop_budget_scope)
+        .map_err(|e| renamed(e, matches, "stop_budget_scope", "--stop-budget-scope"))?;
+    let stop_decline_rule = hooks_core::DeclineRule::parse(&args.stop_decline_rule)
+        .map_err(|e| renamed(e, matches, "stop_decline_rule", "--stop-decline-rule"))?;
     Ok(HookConfig {
         allowlist,
         timeout,
         stop_budget,
-        ..HookConfig::default()
+        stop_budget_scope,
+        stop_decline_rule,
     })
 }
 

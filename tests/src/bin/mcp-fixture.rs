@@ -7,6 +7,8 @@
 //!             [--page-size N] [--log FILE] [--grandchild] [--env-out FILE]
 //!             [--cycle] [--stderr-flood BYTES] [--exit-after MS]
 //!             [--tool-bytes N] [--tool-delay MS]
+//!             [--script HOOK=SCRIPT]... [--schema HOOK=FIELD,FIELD]...
+//!             [--strict-schema]
 //! mcp-fixture --hostile MODE [--tools echo] [--log FILE] [--grandchild]
 //!             [--ignore-sigterm]
 //! ```
@@ -37,8 +39,16 @@
 //! `escape` answers text full of terminal control sequences (clear screen,
 //! window title, a carriage return over the line).
 //!
-//! The log gets one JSON line per start, call and cancellation, so tests can
-//! see what reached the server and what the agent cancelled.
+//! `--script HOOK=SCRIPT` scripts any hook (`_PreToolUse=text=no`), listing
+//! it if `--hooks` does not. `--schema HOOK=FIELDS` gives that hook an input
+//! schema whose `properties` are those fields; `--strict-schema` adds
+//! `"additionalProperties": false` to every hook's schema, and then a call
+//! with an argument its schema does not name is refused with a JSON-RPC
+//! error, as a strict server would.
+//!
+//! The log gets one JSON line per start, call (with its arguments) and
+//! cancellation, so tests can see what reached the server and what the agent
+//! cancelled.
 
 #![allow(clippy::print_stderr)]
 
@@ -77,6 +87,12 @@ struct Options {
     hostile: Option<String>,
     /// SIGTERM does nothing.
     ignore_sigterm: bool,
+    /// Scripts of other hooks, by hook name.
+    scripts: Vec<(String, Vec<String>)>,
+    /// Input schema properties, by hook name.
+    schemas: Vec<(String, Vec<String>)>,
+    /// Hooks' schemas forbid properties they do not name.
+    strict_schema: bool,
 }
 
 fn parse(args: &[String]) -> Result<Options, String> {
@@ -128,7 +144,25 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--env-out" => o.env_out = Some(PathBuf::from(value()?)),
             "--hostile" => o.hostile = Some(value()?),
             "--ignore-sigterm" => o.ignore_sigterm = true,
+            "--strict-schema" => o.strict_schema = true,
+            "--script" | "--schema" => {
+                let value = value()?;
+                let (hook, rest) = value
+                    .split_once('=')
+                    .ok_or_else(|| format!("{flag} needs HOOK=VALUE"))?;
+                let entry = (hook.to_owned(), list(rest));
+                if flag == "--script" {
+                    o.scripts.push(entry);
+                } else {
+                    o.schemas.push(entry);
+                }
+            }
             other => return Err(format!("unknown flag {other}")),
+        }
+    }
+    for (hook, _) in &o.scripts {
+        if !o.hooks.contains(hook) {
+            o.hooks.push(hook.clone());
         }
     }
     Ok(o)
@@ -400,21 +434,57 @@ async fn main() {
         let script = Arc::new(match hook.as_str() {
             "_Stop" => options.stop.clone(),
             "_PostCompact" => options.post_compact.clone(),
-            _ => Vec::new(),
+            other => options
+                .scripts
+                .iter()
+                .find(|(h, _)| h == other)
+                .map(|(_, script)| script.clone())
+                .unwrap_or_default(),
         });
         let name = hook.clone();
         let log = log.clone();
         let counter = Arc::new(std::sync::atomic::AtomicUsize::new(0));
         let cycle = options.cycle;
-        let tool = Tool::new(hook.clone(), "scripted hook", any_object_schema());
-        server = server.tool(tool, move |_args, cancel| {
+        let mut schema = any_object_schema();
+        let fields: Vec<String> = options
+            .schemas
+            .iter()
+            .find(|(h, _)| h == hook)
+            .map(|(_, fields)| fields.clone())
+            .unwrap_or_default();
+        if !fields.is_empty() {
+            let properties: serde_json::Map<String, serde_json::Value> =
+                fields.iter().map(|f| (f.clone(), json!({}))).collect();
+            schema.insert("properties".into(), properties.into());
+        }
+        let strict = options.strict_schema;
+        if strict {
+            schema.insert("additionalProperties".into(), false.into());
+        }
+        let tool = Tool::new(hook.clone(), "scripted hook", schema);
+        server = server.tool(tool, move |args, cancel| {
             let (script, name, log) = (script.clone(), name.clone(), log.clone());
             let here = counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+            let unknown: Vec<String> = args
+                .keys()
+                .filter(|k| !fields.contains(k))
+                .cloned()
+                .collect();
             async move {
                 let n = log.calls(&name).unwrap_or(here);
-                log.write(
-                    json!({"event": "call", "tool": name, "n": n, "pid": std::process::id()}),
-                );
+                log.write(json!({
+                    "event": "call",
+                    "tool": name,
+                    "n": n,
+                    "pid": std::process::id(),
+                    "arguments": args,
+                }));
+                if strict && !unknown.is_empty() {
+                    return Err(ErrorData::invalid_params(
+                        format!("unknown arguments: {unknown:?}"),
+                        None,
+                    ));
+                }
                 let index = if cycle && !script.is_empty() {
                     n % script.len()
                 } else {

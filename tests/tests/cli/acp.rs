@@ -834,3 +834,69 @@ fn close_is_answered_even_for_a_deaf_server() {
     assert!(all_gone(&pids), "a deaf server outlived session/close");
     assert!(client.finish().success());
 }
+
+// [E3], [E6] over ACP: `_PreToolUse` refuses a tool call (the client sees it
+// fail with the refusal; the tool never runs), `session/close` tells
+// `_SessionEnd` `closed`, and a client that goes away tells it
+// `disconnected`, each with the session's id.
+#[test]
+fn pre_tool_use_and_session_end_over_acp() {
+    let scratch = Scratch::new("acp-hookpoints");
+    let (closed_log, gone_log) = (scratch.path("closed.log"), scratch.path("gone.log"));
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, tool("c1", "fx__work")),
+        (Duration::ZERO, end("refused, so done")),
+    ]);
+    let env = fake_env(&fake, &[("MCP_HOOK_SERVERS", "*")]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let server = |log: &str| {
+        json!([fixture_server(
+            "fx",
+            &[
+                "--tools",
+                "work",
+                "--hooks",
+                "_PreToolUse,_SessionEnd",
+                "--script",
+                "_PreToolUse=text=not in this repository",
+                "--schema",
+                "_SessionEnd=reason,session_id",
+                "--log",
+                log,
+            ]
+        )])
+    };
+    let session = client.new_session(&scratch.0, server(&closed_log));
+    let id = client.prompt(&session, "work");
+    let response = client.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let refused = client
+        .updates
+        .iter()
+        .map(|u| &u["params"]["update"])
+        .find(|u| u["toolCallId"] == "c1" && u["status"] == "failed")
+        .unwrap_or_else(|| panic!("c1 failed: {:#?}", client.updates));
+    assert!(
+        refused.to_string().contains("not in this repository"),
+        "{refused}"
+    );
+    let closed = client.call("session/close", json!({"sessionId": session}));
+    assert!(closed["result"].is_object(), "{closed}");
+    let ends = |log: &str| -> Vec<Value> {
+        sprout_tests::log_events(log, "call")
+            .into_iter()
+            .filter(|c| c["tool"] == "_SessionEnd")
+            .map(|c| c["arguments"].clone())
+            .collect()
+    };
+    assert_eq!(
+        ends(&closed_log),
+        [json!({"reason": "closed", "session_id": session})]
+    );
+    // A session that never ran a prompt never asked _SessionStart, so the
+    // policy has no session id to give: the hook gets the reason alone.
+    client.new_session(&scratch.0, server(&gone_log));
+    assert!(client.finish().success());
+    assert_eq!(ends(&gone_log), [json!({"reason": "disconnected"})]);
+}

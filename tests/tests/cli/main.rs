@@ -10,6 +10,8 @@ mod demo;
 mod run;
 // `sprout hooks list` and `sprout hooks call`.
 mod hooks;
+// The hook points beyond the seed's two, hook input by schema, governance.
+mod hookpoints;
 // Every bad input exits 2 with a message naming it.
 mod errors;
 // `sprout acp`: the Agent Client Protocol over the binary's stdio.

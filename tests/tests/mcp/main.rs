@@ -12,3 +12,5 @@ mod lifecycle;
 mod http;
 // Servers that flood, stop reading or list without end [issue 10].
 mod hostile;
+// The hook points beyond the seed's two: [C4], [K1], [E3], [E6].
+mod hookpoints;

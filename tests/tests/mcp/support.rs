@@ -69,14 +69,14 @@ impl Rig {
         if !self.host.session().in_prompt() {
             self.host.begin_prompt().unwrap();
         }
-        self.host.end_turn(StopReason::EndTurn, 0, cancel).await
+        self.host.end_turn(StopReason::EndTurn, 0, "", cancel).await
     }
 
     /// The model calls a tool, which resets the consecutive rule.
     pub(crate) async fn used_tools(&mut self) {
         let verdict = self
             .host
-            .end_turn(StopReason::ToolUse, 1, &CancellationToken::new())
+            .end_turn(StopReason::ToolUse, 1, "", &CancellationToken::new())
             .await
             .unwrap();
         assert_eq!(verdict, TurnVerdict::RunTools);

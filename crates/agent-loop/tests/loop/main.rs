@@ -9,5 +9,7 @@ mod scenarios;
 mod openai;
 // The Anthropic provider against a fake server: wire format, [I1], [V1], [P2].
 mod anthropic;
+// The hook points beyond the seed's two: [E1]-[E6].
+mod hookpoints;
 // Random scripts, hooks, compactions and cancellations.
 mod properties;

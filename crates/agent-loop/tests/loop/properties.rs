@@ -4,7 +4,7 @@ use std::sync::Arc;
 
 use agent_loop::CompactionSettings;
 use agent_loop::{Agent, AgentSettings, ModelError, ModelResponse, Usage};
-use hooks_core::StopReason;
+use hooks_core::{HookPoint, StopReason};
 use proptest::prelude::*;
 use tokio_util::sync::CancellationToken;
 
@@ -95,12 +95,16 @@ proptest! {
     /// result for every tool call (the recording model checks each), the
     /// history after each prompt is paired too, every prompt ends, and the
     /// rounds it reports are exactly the model requests it made (summaries
-    /// apart).
+    /// apart). Every hook point is active: `_PreToolUse` refuses some calls
+    /// of a turn, and a refused call is never run, yet keeps its one result
+    /// (an error holding the refusal) [E3].
     #[test]
     fn every_call_has_its_result_and_the_loop_ends(
         turns in proptest::collection::vec(turn(), 1..40),
         stop in proptest::collection::vec(hook_answer(), 1..6),
         post in proptest::collection::vec(hook_answer(), 1..4),
+        pre_tool in proptest::collection::vec(hook_answer(), 1..6),
+        others in proptest::collection::vec(hook_answer(), 1..4),
         budget in 0u32..4,
         prompts in 1usize..4,
         cancel in proptest::option::of((0usize..4, 0u64..120)),
@@ -116,10 +120,18 @@ proptest! {
             // land anywhere in a prompt.
             let model = Recorder::slow(responses, std::time::Duration::from_millis(10));
             let servers = vec![
-                FakeServer { name: "s", tools: vec!["a", "b"], stop: Some(stop.clone()), post_compact: Some(post.clone()) },
-                FakeServer { name: "t", tools: vec!["c"], stop: Some(vec![Some("t objects"), Some("")]), post_compact: None },
+                FakeServer { name: "s", tools: vec!["a", "b"], stop: Some(stop.clone()), post_compact: Some(post.clone()), hooks: vec![
+                    (HookPoint::PreToolUse, pre_tool.clone()),
+                    (HookPoint::SessionStart, others.clone()),
+                    (HookPoint::UserPromptSubmit, others.clone()),
+                    (HookPoint::PostToolUse, others.clone()),
+                    (HookPoint::PreCompact, others.clone()),
+                    (HookPoint::SessionEnd, others.clone()),
+                ] },
+                FakeServer { name: "t", tools: vec!["c"], stop: Some(vec![Some("t objects"), Some("")]), post_compact: None, hooks: vec![] },
             ];
             let gateway = FakeGateway::new(servers, Some("*"), budget);
+            let executed = gateway.executed.clone();
             let settings = AgentSettings {
                 max_rounds: 12,
                 compaction: CompactionSettings { context_window: 1000, threshold: 0.8, max_summaries: 1 },
@@ -145,6 +157,29 @@ proptest! {
                 assert_eq!(outcome.rounds as usize, asked, "{outcome:?}");
                 agent_loop::check_pairing(agent.history()).unwrap();
             }
+            // Every result a refusal made is an error, and its call never
+            // reached a server: calls that ran are those with other results.
+            let requests = model.requests.lock().unwrap().clone();
+            let mut refused = std::collections::BTreeSet::new();
+            let mut results = std::collections::BTreeSet::new();
+            for request in requests.iter() {
+                for message in &request.messages {
+                    if let agent_loop::Message::ToolResult { call_id, content, is_error, .. } = message {
+                        if content.starts_with(r#"{"hook":"_PreToolUse""#) {
+                            assert!(is_error, "{content}");
+                            refused.insert(call_id.clone());
+                        } else {
+                            results.insert(call_id.clone());
+                        }
+                    }
+                }
+            }
+            assert!(refused.is_disjoint(&results));
+            let ran = executed.lock().unwrap().len();
+            let refused_real = refused.len();
+            let made: usize = turns.iter().map(|t| match t { Turn::Tools(ts) => ts.len(), Turn::Big => 1, _ => 0 }).sum();
+            assert!(ran + refused_real <= made, "{ran} ran, {refused_real} refused, {made} made");
+            agent.end_session(hooks_core::SessionEndReason::Exit).await;
         });
     }
 }

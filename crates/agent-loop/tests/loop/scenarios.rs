@@ -16,6 +16,7 @@ fn todo_server(stop: Vec<Option<&'static str>>) -> FakeServer {
         tools: vec!["todo"],
         stop: Some(stop),
         post_compact: Some(vec![Some("- [ ] ship it")]),
+        hooks: vec![],
     }
 }
 
@@ -239,6 +240,7 @@ async fn cancellation_at_each_await_point() {
             tools: vec!["todo", "slow"],
             stop: Some(vec![Some("")]),
             post_compact: None,
+            hooks: vec![],
         };
         let gateway = FakeGateway::new(vec![server], Some("*"), 3);
         let (mut agent, _) = agent(model.clone(), gateway, AgentSettings::default());

@@ -6,13 +6,15 @@ use std::time::Duration;
 
 use agent_loop::check_pairing;
 use agent_loop::{AgentEvent, Model, ModelError, ModelRequest, ModelResponse, Sink, ToolCall};
-use agent_loop::{Gateway, ToolReport, ToolSettings, cancelled_output, parse_arguments};
+use agent_loop::{
+    Gateway, ToolReport, ToolSettings, cancelled_output, parse_arguments, spread, tool_uses,
+};
 use agent_loop::{ToolDef, ToolOutput};
 use async_trait::async_trait;
 use hooks_core::{
-    AbortReason, AskError, EndReason, HookConfig, HookPoint, HookReply, Injection, Input,
-    ListedTool, Output, ReplyPart, ServerId, ServerName, Session, StopReason, Time, TurnVerdict,
-    UsageError,
+    AbortReason, AskError, EndReason, HookConfig, HookContext, HookPoint, HookReply, HookText,
+    Injection, Input, ListedTool, Output, ReplyPart, ServerId, ServerName, Session,
+    SessionEndReason, StopReason, Time, ToolGate, ToolRun, TurnVerdict, UsageError,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -27,6 +29,17 @@ pub(crate) struct FakeServer {
     /// `None` answers time out (the call never answers).
     pub(crate) stop: Option<HookScript>,
     pub(crate) post_compact: Option<HookScript>,
+    /// The other hook points it lists, each with its script; the hook's
+    /// schema asks for every input field \[K1\].
+    pub(crate) hooks: Vec<(HookPoint, HookScript)>,
+}
+
+/// One hook call that reached a fake server.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct HookCall {
+    pub(crate) hook: HookPoint,
+    pub(crate) server: &'static str,
+    pub(crate) arguments: serde_json::Map<String, serde_json::Value>,
 }
 
 /// A gateway over the real `hooks-core` session whose servers answer at once
@@ -39,6 +52,8 @@ pub(crate) struct FakeGateway {
     now: Time,
     /// Every tool call that reached a server.
     pub(crate) executed: Arc<Mutex<Vec<String>>>,
+    /// Every hook call that reached a server, with its input.
+    pub(crate) hook_calls: Arc<Mutex<Vec<HookCall>>>,
 }
 
 impl FakeGateway {
@@ -53,9 +68,18 @@ impl FakeGateway {
             let mut pending = Vec::new();
             while let Some(output) = self.session.poll_output() {
                 if let Output::CallHook {
-                    call, server, hook, ..
+                    call,
+                    server,
+                    hook,
+                    arguments,
+                    ..
                 } = output
                 {
+                    self.hook_calls.lock().unwrap().push(HookCall {
+                        hook,
+                        server: self.servers[server.0].name,
+                        arguments,
+                    });
                     pending.push((call, server, hook));
                 }
             }
@@ -103,7 +127,18 @@ impl FakeGateway {
                 if spec.post_compact.is_some() {
                     tools.push("_PostCompact".into());
                 }
-                let tools = tools.into_iter().map(ListedTool::from).collect();
+                let mut tools: Vec<ListedTool> = tools.into_iter().map(ListedTool::from).collect();
+                // Each other hook asks for every field of the table [K1].
+                let every_field: serde_json::Map<String, serde_json::Value> =
+                    hooks_core::InputField::ALL
+                        .iter()
+                        .map(|f| (f.name().to_owned(), serde_json::json!({})))
+                        .collect();
+                let schema = serde_json::json!({"type": "object", "properties": every_field});
+                for (hook, _) in &spec.hooks {
+                    let schema = schema.as_object().unwrap();
+                    tools.push(ListedTool::from_schema(hook.tool_name(), schema));
+                }
                 session
                     .handle(Time::ZERO, Input::ServerStarted { server, tools })
                     .unwrap();
@@ -115,6 +150,7 @@ impl FakeGateway {
             calls: BTreeMap::new(),
             now: Time::ZERO,
             executed: Arc::default(),
+            hook_calls: Arc::default(),
         }
     }
 
@@ -123,8 +159,7 @@ impl FakeGateway {
         let script = match hook {
             HookPoint::Stop => spec.stop.as_ref(),
             HookPoint::PostCompact => spec.post_compact.as_ref(),
-            // The loop asks only these two yet.
-            _ => None,
+            other => spec.hooks.iter().find(|(h, _)| *h == other).map(|(_, s)| s),
         }?;
         let n = self.calls.entry(hook).or_default();
         let step = script.get(*n).or(script.last()).copied().flatten();
@@ -150,23 +185,94 @@ impl Gateway for FakeGateway {
         self.session.begin_prompt(self.now)
     }
 
+    async fn session_start(
+        &mut self,
+        context: HookContext,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        self.session.session_start(self.now, context)?;
+        self.answer(Session::take_session_context, cancel)
+    }
+
+    async fn prompt_submitted(
+        &mut self,
+        prompt: &str,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Injection>, AskError> {
+        self.session.prompt_submitted(self.now, prompt)?;
+        self.answer(Session::take_prompt_context, cancel)
+    }
+
+    async fn gate_tools(
+        &mut self,
+        calls: &[ToolCall],
+        cancel: &CancellationToken,
+    ) -> Result<Vec<ToolGate>, AskError> {
+        let uses = tool_uses(&self.session, calls);
+        let asked = uses.iter().flatten().cloned().collect();
+        self.session.tools_requested(self.now, asked)?;
+        let gates = self.answer(Session::take_tool_gates, cancel)?;
+        Ok(spread(&uses, gates, ToolGate::Run))
+    }
+
+    async fn tools_ran(
+        &mut self,
+        calls: &[ToolCall],
+        outputs: &[ToolOutput],
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Vec<HookText>>, AskError> {
+        let uses = tool_uses(&self.session, calls);
+        let runs = uses
+            .iter()
+            .zip(outputs)
+            .filter_map(|(call, output)| {
+                Some(ToolRun {
+                    call: call.clone()?,
+                    output: output.text.clone(),
+                    is_error: output.is_error,
+                })
+            })
+            .collect();
+        self.session.tools_ran(self.now, runs)?;
+        let notes = self.answer(Session::take_tool_notes, cancel)?;
+        Ok(spread(&uses, notes, Vec::new()))
+    }
+
     async fn end_turn(
         &mut self,
         stop: StopReason,
         tool_calls: usize,
+        last_assistant_message: &str,
         cancel: &CancellationToken,
     ) -> Result<TurnVerdict, AskError> {
-        self.session.end_turn(self.now, stop, tool_calls, "")?;
+        self.session
+            .end_turn(self.now, stop, tool_calls, last_assistant_message)?;
         self.answer(Session::take_verdict, cancel)
+    }
+
+    async fn compacting(&mut self, cancel: &CancellationToken) -> Result<Vec<Injection>, AskError> {
+        self.session.compacting(self.now)?;
+        self.answer(Session::take_pins, cancel)
     }
 
     async fn compacted(
         &mut self,
         removed_messages: usize,
+        summary: Option<&str>,
         cancel: &CancellationToken,
     ) -> Result<Vec<Injection>, AskError> {
-        self.session.compacted(self.now, removed_messages, None)?;
+        self.session
+            .compacted(self.now, removed_messages, summary)?;
         self.answer(Session::take_reinjections, cancel)
+    }
+
+    async fn end_session(&mut self, reason: SessionEndReason) {
+        if self.session.in_prompt() {
+            let _ = self.session.abort(self.now, AbortReason::Failed);
+        }
+        if self.session.session_end(self.now, reason).is_ok() {
+            let _ = self.answer(Session::take_session_end, &CancellationToken::new());
+        }
     }
 
     fn abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError> {

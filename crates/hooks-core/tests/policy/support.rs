@@ -353,7 +353,7 @@ pub(crate) fn drain(s: &mut Session, out: &mut String) {
                 let mut line =
                     format!("call {call} {}.{hook} by {deadline}", s.server_name(server));
                 if !arguments.is_empty() {
-                    let input = serde_json::Value::Object(arguments).to_string();
+                    let input = sorted(serde_json::Value::Object(arguments)).to_string();
                     write!(line, " with {}", shorten(&input)).unwrap();
                 }
                 line
@@ -575,4 +575,21 @@ fn shorten(text: &str) -> String {
         tail += 1;
     }
     format!("{}…({} bytes)…{}", &text[..end], text.len(), &text[tail..])
+}
+
+/// `value` with every object's keys in sorted order, so a trace reads the
+/// same whether or not serde_json keeps insertion order (`preserve_order`,
+/// which the workspace build turns on).
+fn sorted(value: serde_json::Value) -> serde_json::Value {
+    match value {
+        serde_json::Value::Object(map) => {
+            let keys: std::collections::BTreeMap<String, serde_json::Value> =
+                map.into_iter().map(|(k, v)| (k, sorted(v))).collect();
+            serde_json::Value::Object(keys.into_iter().collect())
+        }
+        serde_json::Value::Array(items) => {
+            serde_json::Value::Array(items.into_iter().map(sorted).collect())
+        }
+        other => other,
+    }
 }

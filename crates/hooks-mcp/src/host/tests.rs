@@ -103,7 +103,7 @@ impl Fixture {
     /// Runs one prompt whose model ends its turn at once: its `_Stop` round.
     async fn stop_round(&mut self, cancel: &CancellationToken) -> Result<TurnVerdict, AskError> {
         self.host.begin_prompt().unwrap();
-        self.host.end_turn(StopReason::EndTurn, 0, cancel).await
+        self.host.end_turn(StopReason::EndTurn, 0, "", cancel).await
     }
 
     /// The next thing a hook handler saw. A report that never comes fails
@@ -463,4 +463,216 @@ async fn t5_cancelling_the_prompt_ends_a_round_at_once() {
         }
     );
     f.host.shutdown().await;
+}
+
+/// A host on the given in-process servers (each built afresh on every start),
+/// with `SPROUT_AGENT_HOOK_TIMEOUT_MS=1000`, and the events it reported.
+async fn host_on(servers: Vec<(ServerSpec, ToolServer)>) -> (Host, Arc<Mutex<Vec<Event>>>) {
+    let specs = servers.iter().map(|(spec, _)| spec.clone()).collect();
+    let made: BTreeMap<String, ToolServer> = servers
+        .into_iter()
+        .map(|(spec, server)| (spec.name.to_string(), server))
+        .collect();
+    let make = move |name: &ServerName| made[name.as_str()].clone();
+    let events = Arc::new(Mutex::new(Vec::new()));
+    let sunk = events.clone();
+    let sink: EventSink = Arc::new(move |event: &Event| sunk.lock().unwrap().push(event.clone()));
+    let timeout = HOOK_TIMEOUT_MS.to_string();
+    let config = HookConfig::from_values(Some("*"), Some(&timeout), None).unwrap();
+    let connector = Connector::InProcess(Arc::new(make));
+    let host = Host::start_with(specs, config, HostOptions::default(), sink, connector)
+        .await
+        .unwrap();
+    (host, events)
+}
+
+/// A spec for an in-process server, with its own hook timeout if any [C4].
+fn spec(name: &str, hook_timeout_ms: Option<u64>) -> ServerSpec {
+    let mut spec = ServerSpec::stdio(ServerName::new(name).unwrap(), "unused", vec![]);
+    spec.hook_timeout = hook_timeout_ms.map(|ms| hooks_core::HookTimeout::from_millis(ms).unwrap());
+    spec
+}
+
+/// A server whose `hook` never answers (until its call is cancelled).
+fn hanging(name: &str, hook: HookPoint) -> ToolServer {
+    ToolServer::new(name).hook(hook, "Never answers.", |cancel| async move {
+        cancel.cancelled().await;
+        String::new()
+    })
+}
+
+/// `(server, outcome, latency)` of every hook call in `events`.
+fn calls_in(events: &Mutex<Vec<Event>>) -> Vec<(String, Outcome, Duration)> {
+    events
+        .lock()
+        .unwrap()
+        .iter()
+        .filter_map(|event| match event {
+            Event::HookCalled {
+                server,
+                outcome,
+                latency,
+                ..
+            } => Some((server.to_string(), outcome.clone(), *latency)),
+            _ => None,
+        })
+        .collect()
+}
+
+// [E3], [K1]: a non-empty `_PreToolUse` answer refuses that one call, with the
+// envelope the model will read; an empty answer (here, another server's)
+// lets a call run. The hook asked for `tool` and `arguments` in its schema
+// and got exactly those, no more.
+#[tokio::test(start_paused = true)]
+async fn e3_a_non_empty_pre_tool_use_answer_refuses_that_call() {
+    let seen: Arc<Mutex<Vec<JsonObject>>> = Arc::default();
+    let kept = seen.clone();
+    let mut schema = any_object_schema();
+    schema.insert(
+        "properties".into(),
+        serde_json::json!({"tool": {"type": "string"}, "arguments": {"type": "object"}, "x": {}}),
+    );
+    let guard = ToolServer::new("guard")
+        .tool(
+            Tool::new("push", "Pushes.", any_object_schema()),
+            |_args, _cancel| async { Ok(CallToolResult::success(vec![ContentBlock::text("ok")])) },
+        )
+        .tool(
+            Tool::new("_PreToolUse", "No pushes.", schema),
+            move |args, _cancel| {
+                let refuse = args.get("tool") == Some(&"push".into());
+                kept.lock().unwrap().push(args);
+                async move {
+                    let text = if refuse {
+                        "no git push while the suite is red"
+                    } else {
+                        ""
+                    };
+                    Ok(CallToolResult::success(vec![ContentBlock::text(text)]))
+                }
+            },
+        );
+    let quiet = ToolServer::new("quiet").hook(HookPoint::PreToolUse, "Says nothing.", |_| async {
+        String::new()
+    });
+    let (mut host, events) = host_on(vec![
+        (spec("guard", None), guard),
+        (spec("quiet", None), quiet),
+    ])
+    .await;
+    host.begin_prompt().unwrap();
+    let guard_id = ServerId(0);
+    let calls = vec![
+        hooks_core::ToolUse {
+            server: guard_id,
+            tool: "ping".into(),
+            arguments: serde_json::json!({}),
+        },
+        hooks_core::ToolUse {
+            server: guard_id,
+            tool: "push".into(),
+            arguments: serde_json::json!({"force": true}),
+        },
+    ];
+    let gates = host
+        .tools_requested(calls, &CancellationToken::new())
+        .await
+        .unwrap();
+
+    let refusal = hooks_core::HookText::new(
+        HookPoint::PreToolUse,
+        &ServerName::new("guard").unwrap(),
+        "no git push while the suite is red",
+    );
+    assert_eq!(
+        gates,
+        [
+            hooks_core::ToolGate::Run,
+            hooks_core::ToolGate::Refused {
+                refusals: vec![refusal]
+            }
+        ]
+    );
+    assert_eq!(host.now(), Time::ZERO);
+    let mut seen = seen.lock().unwrap().clone();
+    seen.sort_by_key(|args| args["tool"].to_string());
+    assert_eq!(
+        seen,
+        [
+            serde_json::json!({"tool": "ping", "arguments": {}}),
+            serde_json::json!({"tool": "push", "arguments": {"force": true}}),
+        ]
+        .map(|v| v.as_object().unwrap().clone())
+    );
+    assert_eq!(calls_in(&events).len(), 4, "two servers, two calls each");
+    host.shutdown().await;
+}
+
+// [E6]: `_SessionEnd` never waits past 1 s, whatever the server's own
+// deadline (5 s here), and a server with a shorter one (300 ms) keeps it;
+// after it, the session takes no more prompts.
+#[tokio::test(start_paused = true)]
+async fn e6_session_end_never_waits_past_one_second() {
+    let (mut host, events) = host_on(vec![
+        (
+            spec("patient", Some(5000)),
+            hanging("patient", HookPoint::SessionEnd),
+        ),
+        (
+            spec("brisk", Some(300)),
+            hanging("brisk", HookPoint::SessionEnd),
+        ),
+    ])
+    .await;
+    host.begin_prompt().unwrap();
+    // A prompt left running is ended first.
+    host.session_end(hooks_core::SessionEndReason::Exit)
+        .await
+        .unwrap();
+    assert_eq!(host.now(), Time::from_millis(1000));
+    let mut calls = calls_in(&events);
+    calls.sort_by_key(|c| c.2);
+    assert_eq!(
+        calls,
+        [
+            ("brisk".to_owned(), Outcome::Timeout, ms(300)),
+            ("patient".to_owned(), Outcome::Timeout, ms(1000)),
+        ]
+    );
+    assert_eq!(
+        host.begin_prompt(),
+        Err(hooks_core::UsageError::SessionEnded)
+    );
+    host.shutdown().await;
+}
+
+// [C4], [T1]: each server's calls have its own deadline: 200 ms for one,
+// 3000 ms for the other (the session's is 1000 ms); the round ends at the
+// later one.
+#[tokio::test(start_paused = true)]
+async fn c4_each_server_has_its_own_hook_deadline() {
+    let (mut host, events) = host_on(vec![
+        (spec("quick", Some(200)), hanging("quick", HookPoint::Stop)),
+        (spec("slow", Some(3000)), hanging("slow", HookPoint::Stop)),
+        (spec("plain", None), hanging("plain", HookPoint::Stop)),
+    ])
+    .await;
+    assert_eq!(host.session().hook_timeout(ServerId(0)).duration(), ms(200));
+    host.begin_prompt().unwrap();
+    let verdict = host
+        .end_turn(StopReason::EndTurn, 0, "done", &CancellationToken::new())
+        .await;
+    assert_eq!(verdict, NO_OBJECTION);
+    assert_eq!(host.now(), Time::from_millis(3000));
+    let mut calls = calls_in(&events);
+    calls.sort_by_key(|c| c.2);
+    assert_eq!(
+        calls,
+        [
+            ("quick".to_owned(), Outcome::Timeout, ms(200)),
+            ("plain".to_owned(), Outcome::Timeout, ms(1000)),
+            ("slow".to_owned(), Outcome::Timeout, ms(3000)),
+        ]
+    );
+    host.shutdown().await;
 }

@@ -18,6 +18,7 @@ use agent_client_protocol::v1::{ConnectionTo, Responder, schema as s};
 use agent_client_protocol::{
     self as acp, Agent, Client, on_receive_notification, on_receive_request,
 };
+use hooks_core::SessionEndReason;
 use tokio_util::sync::CancellationToken;
 
 use super::session::Sessions;
@@ -76,12 +77,15 @@ pub(crate) async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<
                 on_receive_notification!(),
             )
     };
-    let result = tokio::select! {
-        result = builder.connect_to(transport) => result.map_err(AcpError::Connection),
-        () = stop.cancelled() => Ok(()),
+    let (result, reason) = tokio::select! {
+        result = builder.connect_to(transport) => {
+            (result.map_err(AcpError::Connection), SessionEndReason::Disconnected)
+        }
+        () = stop.cancelled() => (Ok(()), SessionEndReason::Signal),
     };
-    // The client is gone: cancel every prompt, let them end, stop every server.
-    sessions.end().await;
+    // The client is gone: cancel every prompt, let them end, tell
+    // _SessionEnd why [E6], stop every server.
+    sessions.end(reason).await;
     // The transport is gone with the connection: the writer ends once what
     // is queued is written (bounded: a client that stopped reading does not
     // hold the exit).

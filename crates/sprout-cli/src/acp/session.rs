@@ -22,7 +22,7 @@ use std::time::Duration;
 use agent_client_protocol::v1::{ConnectionTo, schema as s};
 use agent_client_protocol::{self as acp, Client};
 use agent_loop::{Agent, PromptOutcome};
-use hooks_core::{ServerName, ServerNameError, SetupError};
+use hooks_core::{HookContext, ServerName, ServerNameError, SessionEndReason, SetupError};
 use hooks_mcp::{Host, ServerSpec, TransportSpec};
 use tokio_util::sync::CancellationToken;
 
@@ -109,14 +109,17 @@ impl Session {
         }
     }
 
-    /// Cancels the session's prompt, waits for it, and stops its servers.
-    async fn close(&self) {
+    /// Cancels the session's prompt, waits for it, tells `_SessionEnd` why
+    /// the session ends (within its 1 s deadline) \[E6\], and stops its
+    /// servers.
+    async fn close(&self, reason: SessionEndReason) {
         self.cancel();
         let agent = match tokio::time::timeout(DRAIN, self.agent.lock()).await {
             Ok(mut guard) => guard.take(),
             Err(_) => None,
         };
-        if let Some(agent) = agent {
+        if let Some(mut agent) = agent {
+            agent.end_session(reason).await;
             agent.into_gateway().shutdown().await;
         }
     }
@@ -219,7 +222,12 @@ impl Sessions {
             agent_loop::hook_sink(sink.clone()),
         )
         .await?;
-        let agent = Agent::new(config.model.clone(), host, config.agent.clone(), sink);
+        let context = HookContext {
+            session_id: id.clone(),
+            cwd: cwd.display().to_string(),
+        };
+        let agent = Agent::new(config.model.clone(), host, config.agent.clone(), sink)
+            .with_hook_context(context);
         let session = Arc::new(Session {
             agent: Arc::new(tokio::sync::Mutex::new(Some(agent))),
             cancel: Mutex::new(None),
@@ -259,7 +267,8 @@ impl Sessions {
     }
 
     /// Takes session `id` out of the table; the future it gives cancels the
-    /// session's prompt, waits for it, and stops its servers.
+    /// session's prompt, waits for it, tells `_SessionEnd` (`closed`) and
+    /// stops its servers.
     pub(super) fn remove(
         &self,
         id: &str,
@@ -267,12 +276,13 @@ impl Sessions {
         let session = lock(&self.open)
             .remove(id)
             .ok_or_else(|| SessionError::Unknown(id.to_owned()))?;
-        Ok(async move { session.close().await })
+        Ok(async move { session.close(SessionEndReason::Closed).await })
     }
 
-    /// The connection is over: cancels every prompt, lets the tasks end
-    /// (within a bound), and closes every session.
-    pub(super) async fn end(&self) {
+    /// The connection is over (the client went, `disconnected`, or a
+    /// signal came, `signal`): cancels every prompt, lets the tasks end
+    /// (within a bound), and closes every session for `reason`.
+    pub(super) async fn end(&self, reason: SessionEndReason) {
         let sessions: Vec<Arc<Session>> = lock(&self.open).values().cloned().collect();
         for session in &sessions {
             session.cancel();
@@ -280,7 +290,7 @@ impl Sessions {
         let tasks: Vec<_> = lock(&self.tasks).drain(..).collect();
         let _ = tokio::time::timeout(DRAIN, futures::future::join_all(tasks)).await;
         let sessions: Vec<Arc<Session>> = lock(&self.open).drain().map(|(_, s)| s).collect();
-        futures::future::join_all(sessions.iter().map(|s| s.close())).await;
+        futures::future::join_all(sessions.iter().map(|s| s.close(reason))).await;
     }
 
     fn find(&self, id: &str) -> Result<Arc<Session>, SessionError> {
@@ -311,6 +321,7 @@ fn client_servers(servers: &[s::McpServer], cwd: &Path) -> Result<Vec<ServerSpec
                         env,
                         cwd: Some(cwd.to_path_buf()),
                     },
+                    hook_timeout: None,
                 }
             }
             s::McpServer::Http(http) => {
@@ -329,6 +340,7 @@ fn client_servers(servers: &[s::McpServer], cwd: &Path) -> Result<Vec<ServerSpec
                             .map(|h| (h.name.clone(), h.value.clone()))
                             .collect(),
                     },
+                    hook_timeout: None,
                 }
             }
             s::McpServer::Sse(sse) => return Err(SessionError::Sse(sse.name.clone())),

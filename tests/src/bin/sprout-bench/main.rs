@@ -264,7 +264,7 @@ async fn stop_round(host: &mut Host) -> Duration {
     let started = Instant::now();
     host.begin_prompt().expect("no prompt runs");
     let decision = host
-        .end_turn(StopReason::EndTurn, 0, &CancellationToken::new())
+        .end_turn(StopReason::EndTurn, 0, "", &CancellationToken::new())
         .await
         .expect("valid input");
     let took = started.elapsed();
