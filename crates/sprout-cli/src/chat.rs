@@ -14,7 +14,7 @@
 use std::sync::{Arc, Mutex};
 
 use agent_loop::{Agent, AgentSettings, Model};
-use hooks_core::HookConfig;
+use hooks_core::{HookConfig, HookContext, SessionEndReason};
 use hooks_mcp::{HostOptions, ServerSpec};
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
@@ -23,7 +23,10 @@ use tokio_util::sync::CancellationToken;
 
 use crate::render::Renderer;
 use crate::signals::{EXIT_SIGINT, Signals};
-use crate::{EXIT_FAILURE, EXIT_OK, OUTPUT_DRAIN, report_down_servers, report_error, start_host};
+use crate::{
+    EXIT_FAILURE, EXIT_OK, OUTPUT_DRAIN, report_down_servers, report_error, run_session_id,
+    start_host, working_directory,
+};
 
 /// What the input line shows.
 const PROMPT: &str = "sprout> ";
@@ -127,7 +130,11 @@ pub(crate) async fn chat(
         }
     };
     report_down_servers(&host);
-    let mut agent = Agent::new(model, host, settings, sink);
+    let context = HookContext {
+        session_id: run_session_id(),
+        cwd: working_directory(),
+    };
+    let mut agent = Agent::new(model, host, settings, sink).with_hook_context(context);
     let mut code = EXIT_OK;
     loop {
         // Everything shown so far is on the terminal before the input line.
@@ -164,6 +171,13 @@ pub(crate) async fn chat(
             break;
         }
     }
+    // [E6]: told within 1 s, whichever way the session ends.
+    let reason = if signals.token().is_cancelled() {
+        SessionEndReason::Signal
+    } else {
+        SessionEndReason::Exit
+    };
+    agent.end_session(reason).await;
     agent.into_gateway().shutdown().await;
     stdout.finish(OUTPUT_DRAIN);
     signals.exit_status().unwrap_or(code)

@@ -448,14 +448,17 @@ mod tests {
         assert!(asked.get("required").is_none());
         assert!(asked.get("additionalProperties").is_none());
         assert_eq!(server.call_text("_Stop", json!({"attempt": 1})).await, "no");
+        // Compared as values: a workspace build keeps JSON keys in insertion
+        // order (serde_json's preserve_order), a crate build sorts them.
+        let echoed = server
+            .call_text(
+                "_PreToolUse",
+                json!({"tool": "push", "arguments": {"f": 1}}),
+            )
+            .await;
         assert_eq!(
-            server
-                .call_text(
-                    "_PreToolUse",
-                    json!({"tool": "push", "arguments": {"f": 1}})
-                )
-                .await,
-            r#"{"arguments":{"f":1},"tool":"push"}"#
+            serde_json::from_str::<serde_json::Value>(&echoed).unwrap(),
+            json!({"arguments": {"f": 1}, "tool": "push"})
         );
     }
 
