@@ -35,11 +35,14 @@ fn config(scratch: &Scratch, name: &str, example: &str) -> String {
 /// `sprout hooks call HOOK` in `scratch`; its stdout, after checking the
 /// exit status.
 fn call(scratch: &Scratch, config: &str, hook: &str) -> String {
-    let out = run_sprout(
-        &["hooks", "call", hook, "--mcp-config", config],
-        &[("MCP_HOOK_SERVERS", "*")],
-        &scratch.0,
-    );
+    call_with(scratch, config, hook, &[])
+}
+
+/// As [`call`], with more arguments (`--input JSON`).
+fn call_with(scratch: &Scratch, config: &str, hook: &str, more: &[&str]) -> String {
+    let mut args = vec!["hooks", "call", hook, "--mcp-config", config];
+    args.extend(more);
+    let out = run_sprout(&args, &[("MCP_HOOK_SERVERS", "*")], &scratch.0);
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -79,4 +82,25 @@ fn the_readme_post_compact_server_reinjects_the_plan() {
     let plan = call(&scratch, &config, "_PostCompact");
     assert!(plan.contains("validate the email field"), "{plan}");
     assert!(plan.contains("re-inject 1 answer(s)"), "{plan}");
+}
+
+// The README's `_PreToolUse` example reads the fields its signature names
+// (the SDK turns them into the tool's inputSchema), so it gets `tool`,
+// `server` and `arguments` [K1]: a forbidden command is refused [E3], any
+// other call goes through.
+#[test]
+fn the_readme_pre_tool_use_server_refuses_by_its_input() {
+    let scratch = Scratch::new("py-pre-tool-use");
+    let config = config(&scratch, "guard", "pre_tool_use.py");
+    let forbidden = r#"{"tool":"run","server":"guard","arguments":{"command":"git push --force"}}"#;
+    let refused = call_with(&scratch, &config, "_PreToolUse", &["--input", forbidden]);
+    assert!(refused.contains("guard__run was not run"), "{refused}");
+    assert!(
+        refused.contains("the agent would refuse the tool call"),
+        "{refused}"
+    );
+    let fine = r#"{"tool":"run","server":"guard","arguments":{"command":"git status"}}"#;
+    let allowed = call_with(&scratch, &config, "_PreToolUse", &["--input", fine]);
+    assert!(!allowed.contains("was not run"), "{allowed}");
+    assert!(!allowed.contains("refuse"), "{allowed}");
 }
