@@ -16,8 +16,9 @@ cargo xtask TASK
 
 Tasks:
   ci      what CI runs: format check, clippy with warnings denied, agent-loop
-          without MCP, docs with warnings denied, tidy, all tests, the MCP
-          conformance suite
+          without MCP and its example, docs with warnings denied, cargo package
+          of the published crates, tidy, all tests (doctests and README
+          examples too), the MCP conformance suite
   tidy    the architecture checks alone (hooks-core stays pure, module docs, ...)
   bench   the benchmarks, printed as a table; --out FILE writes them as JSON;
           --quick runs a short smoke pass on a debug build (figures not meaningful)
@@ -88,14 +89,41 @@ fn ci() -> Result<(), String> {
         "--example",
         "custom_gateway",
     ])?;
-    // The API docs build without a warning: rule ids such as \[T4\] are
-    // written escaped, so they render as text, not as broken links.
-    let mut doc = cargo_command(&["doc", "--no-deps", "--workspace", "--locked"]);
+    // The API docs build without a warning, with every feature: rule ids
+    // such as \[T4\] are written escaped, so they render as text, not as
+    // broken links.
+    let mut doc = cargo_command(&[
+        "doc",
+        "--no-deps",
+        "--workspace",
+        "--all-features",
+        "--locked",
+    ]);
     doc.env("RUSTDOCFLAGS", "-D warnings");
     run(
         doc,
-        "RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --workspace --locked",
+        "RUSTDOCFLAGS='-D warnings' cargo doc --no-deps --workspace --all-features --locked",
     )?;
+    // The published crates package, in dependency order, with their READMEs
+    // and license files. `--no-verify`: verifying builds each crate again from
+    // its tarball in a target directory of its own, every dependency included
+    // (minutes on a 2-core CI machine); `cargo package` without it passes
+    // too. The lib targets are built and tested above anyway. `--allow-dirty`
+    // so a local run on uncommitted work checks that work.
+    cargo(&[
+        "package",
+        "--locked",
+        "--no-verify",
+        "--allow-dirty",
+        "-p",
+        "hooks-core",
+        "-p",
+        "hooks-mcp",
+        "-p",
+        "agent-loop",
+        "-p",
+        "sprout-cli",
+    ])?;
     tidy_task()?;
     // Checks that need Node.js packages from npm: the ACP interop test (the
     // official TypeScript SDK) and the MCP conformance suite. Where npm cannot
