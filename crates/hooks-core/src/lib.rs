@@ -29,6 +29,9 @@
 //! - [`session`]: the state machine: one round mechanism for every hook point,
 //!   the policy of each, deadlines, kills and restarts \[S1\]-\[S6\],
 //!   \[P1\]-\[P3\], \[E1\]-\[E7\], \[R5\], \[C4\], \[T1\]-\[T5\].
+//! - `testing` (the `testing` feature): proptest strategies and the
+//!   reference driver in virtual time, for property tests of the policy, of
+//!   a driver of one's own, or of an invariant of one's own.
 
 #![no_std]
 // Every public item says what it is for: this crate is used on its own.
@@ -58,6 +61,8 @@ pub mod inject;
 pub mod input;
 pub mod name;
 pub mod session;
+#[cfg(feature = "testing")]
+pub mod testing;
 pub mod time;
 
 pub use answer::{ErrorKind, HookReply, Outcome, ReplyPart};
