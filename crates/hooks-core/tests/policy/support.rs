@@ -353,7 +353,11 @@ pub(crate) fn drain(s: &mut Session, out: &mut String) {
                 let mut line =
                     format!("call {call} {}.{hook} by {deadline}", s.server_name(server));
                 if !arguments.is_empty() {
-                    let input = serde_json::Value::Object(arguments).to_string();
+                    // Keys sorted, whatever order serde_json keeps (the
+                    // workspace turns on `preserve_order`): JSON objects have
+                    // none, and the trace must not depend on the build.
+                    let sorted: std::collections::BTreeMap<_, _> = arguments.iter().collect();
+                    let input = serde_json::to_string(&sorted).unwrap();
                     write!(line, " with {}", shorten(&input)).unwrap();
                 }
                 line
