@@ -10,6 +10,12 @@ use std::path::{Path, PathBuf};
 /// The only crates hooks-core may depend on (outside dev-dependencies).
 const CORE_ALLOWED_DEPS: &[&str] = &["serde", "serde_json"];
 
+/// Optional dependencies hooks-core may have besides, each behind exactly one
+/// feature that is off by default: (dependency, feature). `testing` offers the
+/// proptest strategies and the reference driver; nothing of it is in the
+/// normal build.
+const CORE_OPTIONAL_DEPS: &[(&str, &str)] = &[("proptest", "testing")];
+
 /// Text that means IO, a clock, threads or async in hooks-core's sources.
 const CORE_FORBIDDEN: &[&str] = &[
     "Instant::now",
@@ -183,20 +189,97 @@ fn normal_dependencies(manifest: &toml::Table) -> Vec<String> {
     names
 }
 
-/// hooks-core depends on serde and serde_json only.
+/// hooks-core depends on serde and serde_json only, and on proptest only as
+/// an optional dependency that the `testing` feature alone enables.
 fn core_dependencies(root: &Path, problems: &mut Vec<String>) {
     let Some(manifest) = manifest(root, "hooks-core", problems) else {
         return;
     };
     for dep in normal_dependencies(&manifest) {
-        if !CORE_ALLOWED_DEPS.contains(&dep.as_str()) {
-            problems.push(format!(
+        if CORE_ALLOWED_DEPS.contains(&dep.as_str()) {
+            continue;
+        }
+        match CORE_OPTIONAL_DEPS.iter().find(|(name, _)| *name == dep) {
+            Some((_, feature)) => {
+                if let Err(why) = behind_feature_only(&manifest, &dep, feature) {
+                    problems.push(format!(
+                        "crates/hooks-core/Cargo.toml: `{dep}` {why}; hooks-core may depend on \
+                         it only as `optional = true`, enabled by the `{feature}` feature alone, \
+                         which is off by default"
+                    ));
+                }
+            }
+            None => problems.push(format!(
                 "crates/hooks-core/Cargo.toml depends on `{dep}`; hooks-core may depend on {} only \
-                 (no IO, no clock, no async): move that work to hooks-mcp",
-                CORE_ALLOWED_DEPS.join(" and ")
-            ));
+                 (no IO, no clock, no async), and on {} behind its feature: move that work to \
+                 hooks-mcp",
+                CORE_ALLOWED_DEPS.join(" and "),
+                CORE_OPTIONAL_DEPS
+                    .iter()
+                    .map(|(name, feature)| format!("{name} (`{feature}`)"))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            )),
         }
     }
+}
+
+/// Whether `dep` is optional in every table that names it, and enabled by
+/// `feature` and by no other feature (so not by default either).
+fn behind_feature_only(manifest: &toml::Table, dep: &str, feature: &str) -> Result<(), String> {
+    let mut tables = vec![manifest.get("dependencies")];
+    if let Some(targets) = manifest.get("target").and_then(toml::Value::as_table) {
+        tables.extend(targets.values().map(|t| t.get("dependencies")));
+    }
+    for spec in tables.into_iter().flatten().filter_map(|t| t.get(dep)) {
+        let optional = spec
+            .get("optional")
+            .and_then(toml::Value::as_bool)
+            .unwrap_or(false);
+        if !optional {
+            return Err("is not optional".to_owned());
+        }
+    }
+    let features = manifest.get("features").and_then(toml::Value::as_table);
+    let enables = |values: &toml::Value| {
+        values.as_array().is_some_and(|list| {
+            list.iter().filter_map(toml::Value::as_str).any(|v| {
+                v == dep
+                    || v == format!("dep:{dep}")
+                    || v.starts_with(&format!("{dep}/"))
+                    || v.starts_with(&format!("{dep}?/"))
+            })
+        })
+    };
+    let mut by_feature = false;
+    for (name, values) in features.into_iter().flatten() {
+        if name == feature {
+            by_feature = enables(values);
+        } else if enables(values) {
+            return Err(format!("is enabled by the `{name}` feature"));
+        }
+    }
+    if !by_feature {
+        return Err(format!("is not enabled by a `{feature}` feature"));
+    }
+    // The features `default` turns on, through other features too.
+    let mut on = vec!["default".to_owned()];
+    let mut i = 0;
+    while let Some(name) = on.get(i).cloned() {
+        i += 1;
+        let listed = features
+            .and_then(|f| f.get(&name))
+            .and_then(toml::Value::as_array);
+        for next in listed.into_iter().flatten().filter_map(toml::Value::as_str) {
+            if !on.iter().any(|n| n == next) {
+                on.push(next.to_owned());
+            }
+        }
+    }
+    if on.iter().any(|n| n == feature) {
+        return Err(format!("is on by default (`default` reaches `{feature}`)"));
+    }
+    Ok(())
 }
 
 /// hooks-core's sources name no clock, IO, thread, async or hash-ordered map.
@@ -239,7 +322,8 @@ fn layering(root: &Path, problems: &mut Vec<String>) {
     }
 }
 
-/// Every Rust file of every crate opens with a `//!` module doc.
+/// Every Rust file of every crate opens with a `//!` module doc, or (a crate
+/// root) with its README as the doc: `#![doc = include_str!("../README.md")]`.
 fn module_docs(root: &Path, problems: &mut Vec<String>) {
     let mut dirs: Vec<PathBuf> = LAYERS.iter().map(|k| root.join("crates").join(k)).collect();
     dirs.push(root.join("xtask"));
@@ -250,7 +334,8 @@ fn module_docs(root: &Path, problems: &mut Vec<String>) {
                 continue;
             };
             let first = text.lines().find(|l| !l.trim().is_empty()).unwrap_or("");
-            if !first.starts_with("//!") {
+            let readme = first.trim() == r#"#![doc = include_str!("../README.md")]"#;
+            if !first.starts_with("//!") && !readme {
                 problems.push(format!(
                     "{}: does not open with a `//!` doc saying what the module is for",
                     relative(root, &file)
@@ -365,11 +450,72 @@ mod tests {
         assert!(text.contains("returns early"), "{text}");
         assert!(text.contains("depends on `tokio`"), "{text}");
         assert!(
-            !text.contains("proptest"),
+            !text.contains("`proptest`"),
             "dev-dependencies are allowed: {text}"
         );
         assert!(text.contains("uses `Instant::now`"), "{text}");
         assert!(text.contains("uses `std::time::Instant`"), "{text}");
         assert!(text.contains("does not open with a `//!` doc"), "{text}");
+    }
+
+    /// hooks-core may have proptest as an optional dependency behind
+    /// `testing` alone, and nothing else; a README as the crate doc counts as
+    /// the crate root's module doc.
+    #[test]
+    fn core_allows_proptest_behind_testing_only() {
+        let scratch = std::env::temp_dir().join(format!("sprout-tidy-deps-{}", std::process::id()));
+        let core = scratch.join("crates/hooks-core");
+        fs::create_dir_all(core.join("src")).unwrap();
+        fs::write(
+            core.join("src/lib.rs"),
+            "#![doc = include_str!(\"../README.md\")]\n#![no_std]\n",
+        )
+        .unwrap();
+        let base = "[package]\nname = \"hooks-core\"\n[dependencies]\nserde = \"1\"\n";
+        let cases: &[(&str, &str)] = &[
+            // Allowed: optional, enabled by `testing` alone, off by default.
+            (
+                "proptest = { version = \"1\", optional = true }\n\
+                 [features]\ntesting = [\"dep:proptest\"]\n",
+                "",
+            ),
+            ("proptest = \"1\"\n", "`proptest` is not optional"),
+            (
+                "proptest = { version = \"1\", optional = true }\n",
+                "not enabled by a `testing` feature",
+            ),
+            (
+                "proptest = { version = \"1\", optional = true }\n\
+                 [features]\ntesting = [\"dep:proptest\"]\nfuzz = [\"proptest/std\"]\n",
+                "enabled by the `fuzz` feature",
+            ),
+            (
+                "proptest = { version = \"1\", optional = true }\n\
+                 [features]\ndefault = [\"all\"]\nall = [\"testing\"]\n\
+                 testing = [\"dep:proptest\"]\n",
+                "on by default",
+            ),
+            (
+                "tokio = { version = \"1\", optional = true }\n\
+                 [features]\ntesting = [\"dep:tokio\"]\n",
+                "depends on `tokio`",
+            ),
+        ];
+        for (deps, expected) in cases {
+            fs::write(core.join("Cargo.toml"), format!("{base}{deps}")).unwrap();
+            let mut problems = Vec::new();
+            core_dependencies(&scratch, &mut problems);
+            let text = problems.join("\n");
+            if expected.is_empty() {
+                assert!(problems.is_empty(), "{deps}: {text}");
+            } else {
+                assert_eq!(problems.len(), 1, "{deps}: {text}");
+                assert!(text.contains(expected), "{deps}: {text}");
+            }
+        }
+        let mut problems = Vec::new();
+        module_docs(&scratch, &mut problems);
+        fs::remove_dir_all(&scratch).unwrap();
+        assert!(problems.is_empty(), "{}", problems.join("\n"));
     }
 }

@@ -24,6 +24,7 @@
 
 // Every public item says what it is for: this crate is used on its own.
 #![deny(missing_docs)]
+#![doc = include_str!("../README.md")]
 
 mod agent;
 mod compaction;

@@ -41,6 +41,7 @@
 
 // Every public item says what it is for: this crate is used on its own.
 #![deny(missing_docs)]
+#![cfg_attr(doctest, doc = include_str!("../README.md"))]
 
 mod connection;
 mod guard;
