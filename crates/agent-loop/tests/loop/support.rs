@@ -417,13 +417,16 @@ impl FakeApi {
     }
 }
 
-/// Quick HTTP settings for tests: short backoff.
+/// Quick HTTP settings for tests: short backoff, whole answers (the
+/// streaming tests turn `stream` on).
 pub(crate) fn http_settings() -> agent_loop::providers::HttpSettings {
     agent_loop::providers::HttpSettings {
         timeout: Duration::from_secs(10),
         retries: 2,
         backoff: Duration::from_millis(10),
         max_response_bytes: 1 << 20,
+        stream: false,
+        idle_timeout: Duration::from_secs(10),
     }
 }
 
