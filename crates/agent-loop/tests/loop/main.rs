@@ -9,5 +9,9 @@ mod scenarios;
 mod openai;
 // The Anthropic provider against a fake server: wire format, [I1], [V1], [P2].
 mod anthropic;
+// Both providers streaming from fake servers: split UTF-8, tool-call pieces,
+// cuts, error events, stalls, refusals, the size cap, cancellation, and the
+// same history as whole answers.
+mod streaming;
 // Random scripts, hooks, compactions and cancellations.
 mod properties;
