@@ -424,11 +424,17 @@ impl<G: Gateway> Agent<G> {
             messages: &self.history,
             tools: &tools,
         };
+        let sink = self.sink.clone();
+        let on_text = move |text: &str| {
+            sink(&AgentEvent::TextDelta {
+                text: text.to_owned(),
+            })
+        };
         let started = Instant::now();
         let result = tokio::select! {
             biased;
             () = cancel.cancelled() => return Step::Cancelled,
-            result = self.model.complete(request) => result,
+            result = self.model.complete_streaming(request, &on_text) => result,
         };
         if let Ok(response) = &result {
             self.emit(AgentEvent::ModelResponse {

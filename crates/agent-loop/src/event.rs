@@ -45,6 +45,13 @@ pub enum AgentEvent {
         )]
         latency: Duration,
     },
+    /// A piece of the model's text as it arrived, from a model that streams
+    /// (`text_delta`). A round's pieces, in order, make its `AssistantText`,
+    /// which still follows them once the answer is whole.
+    TextDelta {
+        /// The piece.
+        text: String,
+    },
     /// The model's text.
     AssistantText {
         /// The text.

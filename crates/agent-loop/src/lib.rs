@@ -46,4 +46,4 @@ pub use gateway::{
 #[cfg(feature = "mcp")]
 pub use mcp::hook_sink;
 pub use message::{Message, PairingError, ToolCall, check_pairing, injection_pair};
-pub use model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
+pub use model::{Model, ModelError, ModelRequest, ModelResponse, TextSink, Usage};

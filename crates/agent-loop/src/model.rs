@@ -19,6 +19,10 @@ pub struct ModelRequest<'a> {
     pub tools: &'a [ToolDef],
 }
 
+/// Where a streaming model sends each piece of text as it arrives
+/// ([`Model::complete_streaming`]).
+pub type TextSink<'a> = dyn Fn(&str) + Send + Sync + 'a;
+
 /// Token counts as the provider reported them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Usage {
@@ -96,6 +100,21 @@ impl std::error::Error for ModelError {}
 pub trait Model: Send + Sync {
     /// Asks the model once (the implementation may retry on its own).
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError>;
+
+    /// Asks the model once as [`Model::complete`] does, and calls `on_text`
+    /// with each piece of the answer's text as it arrives. The pieces, in
+    /// order, make the returned [`ModelResponse::text`]; the response is the
+    /// one `complete` returns for the same answer. A model that does not
+    /// stream (the default) calls `on_text` never: the caller has the text
+    /// in the response.
+    async fn complete_streaming(
+        &self,
+        request: ModelRequest<'_>,
+        on_text: &TextSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        let _ = on_text;
+        self.complete(request).await
+    }
 
     /// A short description for people: provider and model name.
     fn describe(&self) -> String;

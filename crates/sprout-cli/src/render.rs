@@ -238,6 +238,8 @@ fn human_line(event: &AgentEvent) -> Option<Line> {
             line.styled(bold, "prompt:").plain(&first_lines(prompt, 3))
         }
         AgentEvent::ModelRequest { .. } => return None,
+        // Shown whole by `AssistantText`; live output is the CLI's to add.
+        AgentEvent::TextDelta { .. } => return None,
         AgentEvent::ModelResponse {
             stop,
             tool_calls,

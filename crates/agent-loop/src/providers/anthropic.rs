@@ -13,8 +13,18 @@
 //! `AnswerBlock` with every field optional, checked by its `type` after
 //! decoding: an error keeps its path (an internally tagged enum would lose
 //! it), unknown block types pass, and a streamed `content_block_start` can
-//! decode its block as one too, like `message_start` its message as an
-//! `Answer`.
+//! decode its block as one too.
+//!
+//! Streamed (`stream: true`), each event's `data:` is a `StreamEvent`;
+//! `Stream` gathers `message_start`'s input tokens, the blocks by `index`
+//! (`text_delta`s into the text, `input_json_delta`s into each tool call's
+//! input, read as JSON at the end as a whole answer's `input` is), and
+//! `message_delta`'s stop reason and output tokens into the response the
+//! whole answer would give, until `message_stop`. An `error` event is the
+//! HTTP status its type stands for.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 
 use async_trait::async_trait;
 use hooks_core::StopReason;
@@ -22,11 +32,12 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::http::{HttpSettings, excerpt, post_json};
+use super::http::{Endpoint, Flow, HttpSettings, StreamDecoder, ask, cut_short, excerpt};
 use super::wire::{JsonText, ToolCallText, decode, lenient};
 use crate::gateway::ToolDef;
 use crate::message::{Message, ToolCall};
-use crate::model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse, TextSink, Usage};
+use sse_stream::Sse;
 
 /// A Messages API client.
 #[derive(Debug)]
@@ -37,6 +48,8 @@ pub struct Anthropic {
     model: String,
     max_tokens: u32,
     settings: HttpSettings,
+    /// Set once the server refused to stream.
+    stream_refused: AtomicBool,
 }
 
 impl Anthropic {
@@ -53,6 +66,7 @@ impl Anthropic {
             model: model.to_owned(),
             max_tokens: 8192,
             settings,
+            stream_refused: AtomicBool::new(false),
         }
     }
 
@@ -62,9 +76,14 @@ impl Anthropic {
         self
     }
 
-    /// The request body for `request`, as sent (public for tests and for the
-    /// curious: `serde_json::to_value` shows it).
+    /// The request body for `request`, as first sent (public for tests and
+    /// for the curious: `serde_json::to_value` shows it); with
+    /// `"stream": true` when the settings stream.
     pub fn body<'a>(&'a self, request: ModelRequest<'a>) -> impl Serialize + std::fmt::Debug + 'a {
+        self.request_body(request, self.settings.stream)
+    }
+
+    fn request_body<'a>(&'a self, request: ModelRequest<'a>, stream: bool) -> Request<'a> {
         let tools_offered = !request.tools.is_empty();
         let mut turns: Vec<Turn<'a>> = Vec::new();
         for message in request.messages {
@@ -147,6 +166,7 @@ impl Anthropic {
             system: request.system,
             messages: turns,
             tools: request.tools.iter().map(RequestTool::new).collect(),
+            stream,
         }
     }
 }
@@ -161,6 +181,9 @@ struct Request<'a> {
     /// Absent when no tool is offered \[V1\].
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<RequestTool<'a>>,
+    /// Absent for a whole answer.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
 }
 
 /// One turn: the messages of one role in a row, merged \[P2\].
@@ -336,10 +359,7 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
             Block::Other => {}
         }
     }
-    let stop = match answer.stop_reason {
-        Some(word) => StopReason::from_word(&word),
-        None => return Err(ModelError::Malformed("stop_reason is missing".into())),
-    };
+    let stop = stop_reason(answer.stop_reason)?;
     Ok(ModelResponse {
         text,
         tool_calls,
@@ -351,9 +371,252 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
     })
 }
 
+fn stop_reason(word: Option<String>) -> Result<StopReason, ModelError> {
+    match word {
+        Some(word) => Ok(StopReason::from_word(&word)),
+        None => Err(ModelError::Malformed("stop_reason is missing".into())),
+    }
+}
+
+/// One streamed event: the `data:` of an SSE event, of any type, with the
+/// fields of the types the loop reads. Unknown fields and types are ignored.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a Messages stream event (a JSON object)")]
+struct StreamEvent {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    /// `message_start`'s message: only its usage is read.
+    #[serde(default)]
+    message: Option<StartMessage>,
+    /// The block a `content_block_*` event is about.
+    #[serde(default)]
+    index: Option<u64>,
+    /// `content_block_start`'s block, read as a whole answer's block.
+    #[serde(default)]
+    content_block: Option<AnswerBlock>,
+    #[serde(default)]
+    delta: Option<StreamDelta>,
+    /// `message_delta`'s counts so far.
+    #[serde(default, deserialize_with = "lenient")]
+    usage: Option<StreamUsage>,
+    /// An `error` event's error.
+    #[serde(default)]
+    error: Value,
+}
+
+#[derive(Debug, Deserialize)]
+struct StartMessage {
+    #[serde(default, deserialize_with = "lenient")]
+    usage: Option<StreamUsage>,
+}
+
+/// A `content_block_delta`'s delta (by its `type`) or a `message_delta`'s.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a delta (a JSON object)")]
+struct StreamDelta {
+    #[serde(rename = "type", default)]
+    kind: Option<String>,
+    #[serde(default)]
+    text: Option<String>,
+    #[serde(default)]
+    partial_json: Option<String>,
+    #[serde(default)]
+    stop_reason: Option<String>,
+}
+
+/// Counts as a stream reports them, each in its own event.
+#[derive(Debug, Deserialize)]
+struct StreamUsage {
+    #[serde(default)]
+    input_tokens: Option<u64>,
+    #[serde(default)]
+    output_tokens: Option<u64>,
+}
+
+/// A streamed answer gathered so far.
+#[derive(Debug, Default)]
+pub(crate) struct Stream {
+    text: String,
+    /// By `index`, the order of a whole answer's content.
+    blocks: BTreeMap<u64, OpenBlock>,
+    stop_reason: Option<String>,
+    input_tokens: Option<u64>,
+    output_tokens: Option<u64>,
+}
+
+/// A block that has started.
+#[derive(Debug)]
+enum OpenBlock {
+    Text,
+    /// The call as its start gave it, and the input's JSON text so far.
+    ToolUse(ToolCall, String),
+    Other,
+}
+
+impl Stream {
+    fn count(&mut self, usage: Option<StreamUsage>) {
+        if let Some(usage) = usage {
+            self.input_tokens = usage.input_tokens.or(self.input_tokens);
+            self.output_tokens = usage.output_tokens.or(self.output_tokens);
+        }
+    }
+}
+
+impl StreamDecoder for Stream {
+    fn event(&mut self, event: Sse, on_text: &mut dyn FnMut(&str)) -> Result<Flow, ModelError> {
+        let Some(data) = event.data else {
+            return Ok(Flow::More);
+        };
+        let event: StreamEvent = decode(data.as_bytes())?;
+        let index = || {
+            event
+                .index
+                .ok_or_else(|| ModelError::Malformed("index is missing".into()))
+        };
+        match event.kind.as_deref() {
+            Some("message_start") => self.count(event.message.and_then(|m| m.usage)),
+            Some("content_block_start") => {
+                let index = index()?;
+                let block = event
+                    .content_block
+                    .ok_or_else(|| ModelError::Malformed("content_block is missing".into()))?;
+                let open = match block.read("content_block")? {
+                    Block::Text(text) => {
+                        on_text(&text);
+                        self.text.push_str(&text);
+                        OpenBlock::Text
+                    }
+                    Block::ToolUse(call) => OpenBlock::ToolUse(call, String::new()),
+                    Block::Other => OpenBlock::Other,
+                };
+                if self.blocks.insert(index, open).is_some() {
+                    let e = format!("content block {index} started twice");
+                    return Err(ModelError::Malformed(e));
+                }
+            }
+            Some("content_block_delta") => {
+                let index = index()?;
+                let delta = event
+                    .delta
+                    .ok_or_else(|| ModelError::Malformed("delta is missing".into()))?;
+                let missing =
+                    |field: &str| ModelError::Malformed(format!("delta.{field} is missing"));
+                let block = self.blocks.get_mut(&index).ok_or_else(|| {
+                    ModelError::Malformed(format!("content block {index} has not started"))
+                })?;
+                match (delta.kind.as_deref(), block) {
+                    (Some("text_delta"), OpenBlock::Text) => {
+                        let text = delta.text.ok_or_else(|| missing("text"))?;
+                        on_text(&text);
+                        self.text.push_str(&text);
+                    }
+                    (Some("input_json_delta"), OpenBlock::ToolUse(_, input)) => {
+                        input.push_str(&delta.partial_json.ok_or_else(|| missing("partial_json"))?);
+                    }
+                    (Some(kind @ ("text_delta" | "input_json_delta")), _) => {
+                        let e =
+                            format!("a {kind} for content block {index}, which is not of its type");
+                        return Err(ModelError::Malformed(e));
+                    }
+                    (None, _) => return Err(missing("type")),
+                    // Thinking, signatures, citations: nothing the loop uses.
+                    (Some(_), _) => {}
+                }
+            }
+            Some("message_delta") => {
+                if let Some(stop) = event.delta.and_then(|d| d.stop_reason) {
+                    self.stop_reason = Some(stop);
+                }
+                self.count(event.usage);
+            }
+            Some("message_stop") => return Ok(Flow::Done),
+            Some("error") => return Err(error_event(&event.error)),
+            // `ping`, `content_block_stop`, and types to come.
+            Some(_) => {}
+            None => return Err(ModelError::Malformed("type is missing".into())),
+        }
+        Ok(Flow::More)
+    }
+
+    fn finish(self, at_end: bool) -> Result<ModelResponse, ModelError> {
+        // The stop reason comes last but for `message_stop`.
+        if !at_end && self.stop_reason.is_none() {
+            return Err(cut_short(
+                "no message_delta with a stop_reason, no message_stop",
+            ));
+        }
+        let mut tool_calls = Vec::new();
+        for (index, block) in self.blocks {
+            if let OpenBlock::ToolUse(mut call, input) = block {
+                if !input.trim().is_empty() {
+                    // As a whole answer's `input` is read: JSON, then text.
+                    let value: Value = serde_json::from_str(&input).map_err(|e| {
+                        ModelError::Malformed(format!(
+                            "the input of content block {index} is not JSON ({e})"
+                        ))
+                    })?;
+                    call.arguments = value.to_string();
+                }
+                tool_calls.push(call);
+            }
+        }
+        Ok(ModelResponse {
+            text: self.text,
+            tool_calls,
+            stop: stop_reason(self.stop_reason)?,
+            usage: self.input_tokens.zip(self.output_tokens).map(
+                |(input_tokens, output_tokens)| Usage {
+                    input_tokens,
+                    output_tokens,
+                },
+            ),
+        })
+    }
+
+    fn whole(body: &[u8]) -> Result<ModelResponse, ModelError> {
+        parse_response(body)
+    }
+}
+
+/// An `error` event as the HTTP status its type stands for (the API's
+/// error table), so an overloaded or rate-limited stream is retried as the
+/// status would be; a type not in the table is a malformed answer.
+fn error_event(error: &Value) -> ModelError {
+    let status = match error.get("type").and_then(Value::as_str) {
+        Some("invalid_request_error") => 400,
+        Some("authentication_error") => 401,
+        Some("billing_error") => 402,
+        Some("permission_error") => 403,
+        Some("not_found_error") => 404,
+        Some("request_too_large") => 413,
+        Some("rate_limit_error") => 429,
+        Some("api_error") => 500,
+        Some("timeout_error") => 504,
+        Some("overloaded_error") => 529,
+        _ => {
+            return ModelError::Malformed(format!(
+                "the stream sent an error event: {}",
+                excerpt(error)
+            ));
+        }
+    };
+    ModelError::Status {
+        status,
+        body: format!("an error event in the stream: {}", excerpt(error)),
+    }
+}
+
 #[async_trait]
 impl Model for Anthropic {
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.complete_streaming(request, &|_| {}).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: ModelRequest<'_>,
+        on_text: &TextSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
         let mut headers = HeaderMap::new();
         let key = HeaderValue::from_str(&self.api_key)
             .map_err(|_| ModelError::Malformed("the API key is not a valid header value".into()))?;
@@ -363,15 +626,20 @@ impl Model for Anthropic {
             HeaderValue::from_static(Anthropic::API_VERSION),
         );
         let url = format!("{}/v1/messages", self.base_url);
-        let answer = post_json(
-            &self.client,
-            &url,
+        let endpoint = Endpoint {
+            client: &self.client,
+            url: &url,
             headers,
-            &self.body(request),
-            &self.settings,
+            settings: &self.settings,
+            refused: &self.stream_refused,
+        };
+        ask::<Stream>(
+            &endpoint,
+            &self.request_body(request, true),
+            &self.request_body(request, false),
+            on_text,
         )
-        .await?;
-        parse_response(&answer)
+        .await
     }
 
     fn describe(&self) -> String {
@@ -452,7 +720,12 @@ mod tests {
             messages,
             tools,
         };
-        serde_json::to_value(model.body(request)).unwrap()
+        // Streamed (the default), the request is the whole one and `stream`.
+        let whole = serde_json::to_value(model.request_body(request, false)).unwrap();
+        let mut streamed = whole.clone();
+        streamed["stream"] = json!(true);
+        assert_eq!(serde_json::to_value(model.body(request)).unwrap(), streamed);
+        whole
     }
 
     fn parse(answer: Value) -> Result<ModelResponse, ModelError> {
@@ -710,5 +983,160 @@ mod tests {
         ] {
             assert_eq!(malformed(&answer.to_string()), e, "{answer}");
         }
+    }
+
+    /// Events as the API writes them: `event:` and `data:` of each.
+    fn sse(events: &[Value]) -> String {
+        events
+            .iter()
+            .map(|e| {
+                format!(
+                    "event: {}\ndata: {e}\n\n",
+                    e["type"].as_str().unwrap_or("x")
+                )
+            })
+            .collect()
+    }
+
+    async fn streamed(
+        text: &str,
+        cuts: &[usize],
+    ) -> (Result<ModelResponse, ModelError>, Vec<String>) {
+        crate::providers::http::read_cut::<Stream>(text, cuts).await
+    }
+
+    /// A thinking block, text in pieces of multi-byte characters, two
+    /// tool_use blocks with their input in pieces (the second with none),
+    /// pings, and the final counts.
+    fn events() -> Vec<Value> {
+        vec![
+            json!({"type": "message_start", "message": {"id": "msg_1", "type": "message", "role": "assistant", "content": [], "stop_reason": null, "usage": {"input_tokens": 25, "output_tokens": 1}}}),
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "thinking", "thinking": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "thinking_delta", "thinking": "hmm"}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "signature_delta", "signature": "s"}}),
+            json!({"type": "content_block_stop", "index": 0}),
+            json!({"type": "content_block_start", "index": 1, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "ping"}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "ça "}}),
+            json!({"type": "content_block_delta", "index": 1, "delta": {"type": "text_delta", "text": "va 🌍"}}),
+            json!({"type": "content_block_stop", "index": 1}),
+            json!({"type": "content_block_start", "index": 2, "content_block": {"type": "tool_use", "id": "tu1", "name": "a", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": ""}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "{\"path\": \"é"}}),
+            json!({"type": "content_block_delta", "index": 2, "delta": {"type": "input_json_delta", "partial_json": "\", \"n\": [1, 2]}"}}),
+            json!({"type": "content_block_stop", "index": 2}),
+            json!({"type": "content_block_start", "index": 3, "content_block": {"type": "tool_use", "id": "tu2", "name": "b", "input": {}}}),
+            json!({"type": "content_block_stop", "index": 3}),
+            json!({"type": "message_delta", "delta": {"stop_reason": "tool_use", "stop_sequence": null}, "usage": {"output_tokens": 15}}),
+            json!({"type": "message_stop"}),
+        ]
+    }
+
+    // Wherever the server's writes cut the bytes, the stream reads as the
+    // whole answer does, and the pieces delivered make its text.
+    #[tokio::test]
+    async fn a_stream_reads_as_the_whole_answer_wherever_it_is_cut() {
+        let whole = parse(json!({
+            "content": [
+                {"type": "thinking", "thinking": "hmm", "signature": "s"},
+                {"type": "text", "text": "ça va 🌍"},
+                {"type": "tool_use", "id": "tu1", "name": "a", "input": {"path": "é", "n": [1, 2]}},
+                {"type": "tool_use", "id": "tu2", "name": "b", "input": {}},
+            ],
+            "stop_reason": "tool_use",
+            "usage": {"input_tokens": 25, "output_tokens": 15},
+        }))
+        .unwrap();
+        let text = sse(&events());
+        crate::providers::http::assert_reads_whole_wherever_cut::<Stream>(
+            &text,
+            &whole,
+            &["ça ", "va 🌍"],
+        )
+        .await;
+    }
+
+    #[tokio::test]
+    async fn a_stream_cut_midway_is_an_error() {
+        let (answer, pieces) = streamed(&sse(&events()[..13]), &[]).await;
+        assert_eq!(
+            answer,
+            Err(ModelError::Transport(
+                "the stream ended before the answer was complete (no message_delta with a stop_reason, no message_stop)".into()
+            ))
+        );
+        assert_eq!(pieces.concat(), "ça va 🌍");
+        // Closed after the stop reason, before message_stop: whole.
+        let (answer, _) = streamed(&sse(&events()[..18]), &[]).await;
+        assert_eq!(answer.unwrap().stop, StopReason::ToolUse);
+    }
+
+    #[tokio::test]
+    async fn an_error_event_is_the_status_of_its_type() {
+        let mut events = events()[..8].to_vec();
+        events.push(json!({"type": "error", "error": {"type": "overloaded_error", "message": "Overloaded"}}));
+        let (answer, _) = streamed(&sse(&events), &[]).await;
+        let Err(ModelError::Status { status: 529, body }) = answer else {
+            panic!("{answer:?}");
+        };
+        assert!(body.starts_with("an error event in the stream: "), "{body}");
+        assert!(body.contains("Overloaded"), "{body}");
+        let (answer, _) = streamed(
+            &sse(&[json!({"type": "error", "error": {"type": "new_error"}})]),
+            &[],
+        )
+        .await;
+        let Err(ModelError::Malformed(e)) = answer else {
+            panic!("{answer:?}");
+        };
+        assert!(
+            e.starts_with("stream event 1: the stream sent an error event: "),
+            "{e}"
+        );
+    }
+
+    // A bad event is named by its number and the JSON path in it, or by
+    // what it lacks.
+    #[tokio::test]
+    async fn a_malformed_event_is_named_by_event_and_path() {
+        let malformed = |events: Vec<Value>| async move {
+            match streamed(&sse(&events), &[]).await.0 {
+                Err(ModelError::Malformed(e)) => e,
+                other => panic!("{other:?}"),
+            }
+        };
+        let start = events()[0].clone();
+        let e = malformed(vec![start.clone(), json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": ["x"]}})]).await;
+        assert!(
+            e.starts_with(
+                "stream event 2: content_block.name: invalid type: sequence, expected a string"
+            ),
+            "{e}"
+        );
+        let e = malformed(vec![json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "name": "x"}})]).await;
+        assert_eq!(e, "stream event 1: content_block.id is missing");
+        let e = malformed(vec![json!({"type": "content_block_delta", "index": 4, "delta": {"type": "text_delta", "text": "a"}})]).await;
+        assert_eq!(e, "stream event 1: content block 4 has not started");
+        let e = malformed(vec![
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "text", "text": ""}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{"}}),
+        ])
+        .await;
+        assert_eq!(
+            e,
+            "stream event 2: a input_json_delta for content block 0, which is not of its type"
+        );
+        let e = malformed(vec![
+            json!({"type": "content_block_start", "index": 0, "content_block": {"type": "tool_use", "id": "t", "name": "x", "input": {}}}),
+            json!({"type": "content_block_delta", "index": 0, "delta": {"type": "input_json_delta", "partial_json": "{\"a\": "}}),
+            json!({"type": "message_stop"}),
+        ])
+        .await;
+        assert!(
+            e.starts_with("the input of content block 0 is not JSON ("),
+            "{e}"
+        );
+        let e = malformed(vec![json!({"type": "message_stop"})]).await;
+        assert_eq!(e, "stop_reason is missing");
     }
 }

@@ -1,24 +1,43 @@
 //! What the HTTP providers share: one POST of JSON with retries, a deadline
-//! per attempt, and a cap on the answer's size. The answer's bytes go to the
-//! provider, which decodes them as its own wire type (`super::wire::decode`).
+//! per attempt, and a cap on the answer's size. An answer that comes whole
+//! goes to the provider as bytes, which it decodes as its own wire type
+//! (`super::wire::decode`); a streamed one (server-sent events, read by
+//! `sse_stream`) goes to the provider's [`StreamDecoder`] event by event,
+//! with an idle deadline between events, and its text reaches the caller as
+//! it arrives.
 
+use std::pin::pin;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, SystemTime};
 
-use reqwest::header::{HeaderMap, RETRY_AFTER};
+use futures::StreamExt;
+use reqwest::header::{CONTENT_TYPE, HeaderMap, RETRY_AFTER};
+use sse_stream::{Sse, SseStream};
+use tokio::time::Instant;
 
-use crate::model::ModelError;
+use crate::model::{ModelError, ModelResponse, TextSink};
 
 /// How a provider talks HTTP.
 #[derive(Clone, Debug)]
 pub struct HttpSettings {
-    /// Deadline of one attempt.
+    /// Deadline of one attempt: of the whole answer when it comes at once;
+    /// of the answer's head and first event when it streams.
     pub timeout: Duration,
-    /// Attempts after the first, on 429, 5xx and transport errors.
+    /// Attempts after the first, on 429, 5xx and transport errors (a streamed
+    /// answer only while none of its text has reached the caller).
     pub retries: u32,
     /// Wait before the first retry; doubles after each.
     pub backoff: Duration,
-    /// Largest answer read, in bytes.
+    /// Largest answer read, in bytes (a streamed answer's bytes counted
+    /// together).
     pub max_response_bytes: usize,
+    /// Whether to ask for the answer as a stream of events, so its text
+    /// arrives as the model writes it (on by default). A server that refuses
+    /// is asked again for the whole answer, and the provider asks that one
+    /// for whole answers from then on. Off, every answer comes at once.
+    pub stream: bool,
+    /// The longest wait between two events of a streamed answer.
+    pub idle_timeout: Duration,
 }
 
 impl Default for HttpSettings {
@@ -28,6 +47,8 @@ impl Default for HttpSettings {
             retries: 3,
             backoff: Duration::from_millis(500),
             max_response_bytes: 16 * 1024 * 1024,
+            stream: true,
+            idle_timeout: Duration::from_secs(120),
         }
     }
 }
@@ -43,6 +64,58 @@ const MAX_RETRY_AFTER: Duration = Duration::from_secs(60);
 /// `Duration` constructor ever sees the raw number.
 const RETRY_AFTER_CLAMP: Duration = MAX_RETRY_AFTER.saturating_add(Duration::from_secs(1));
 
+/// The retry rule of both paths: what may pass is tried again, up to
+/// `retries` times, with backoff or the wait the server asked for.
+#[derive(Debug, Default)]
+struct Retries {
+    attempt: u32,
+    timed_out: bool,
+}
+
+impl Retries {
+    /// How long to wait before trying again after `e`, or `None` to give up.
+    fn wait(
+        &mut self,
+        e: &ModelError,
+        retry_after: Option<Duration>,
+        settings: &HttpSettings,
+    ) -> Option<Duration> {
+        // An attempt that ran out its deadline is tried once more at most: a
+        // hung endpoint must not cost `retries` full deadlines.
+        let timeout = matches!(e, ModelError::Timeout(_));
+        let again = !(timeout && self.timed_out);
+        self.timed_out |= timeout;
+        // A server that asks for a longer wait than we would sit through
+        // gets its error now rather than a retry that comes too early.
+        if !(e.is_retryable()
+            && self.attempt < settings.retries
+            && again
+            && retry_after.is_none_or(|wait| wait <= MAX_RETRY_AFTER))
+        {
+            return None;
+        }
+        // Saturating: `retries` and `backoff` are settings, and a large pair
+        // must not overflow into a panic.
+        let wait = retry_after.unwrap_or_else(|| {
+            settings
+                .backoff
+                .saturating_mul(2u32.saturating_pow(self.attempt))
+        });
+        tracing::warn!(
+            attempt = self.attempt + 1,
+            "model request failed, retrying in {} ms: {e}",
+            wait.as_millis()
+        );
+        self.attempt += 1;
+        Some(wait)
+    }
+}
+
+fn encode(body: &impl serde::Serialize) -> Result<Vec<u8>, ModelError> {
+    serde_json::to_vec(body)
+        .map_err(|e| ModelError::Malformed(format!("cannot encode the request: {e}")))
+}
+
 /// POSTs `body` as JSON to `url` and returns the successful answer's bytes,
 /// retrying what may pass.
 pub(crate) async fn post_json(
@@ -52,43 +125,17 @@ pub(crate) async fn post_json(
     body: &impl serde::Serialize,
     settings: &HttpSettings,
 ) -> Result<Vec<u8>, ModelError> {
-    let body = serde_json::to_vec(body)
-        .map_err(|e| ModelError::Malformed(format!("cannot encode the request: {e}")))?;
-    let mut attempt = 0;
-    let mut timed_out = false;
+    let body = encode(body)?;
+    let mut retries = Retries::default();
     loop {
         let (result, retry_after) =
             attempt_once(client, url, headers.clone(), body.clone(), settings).await;
-        // An attempt that ran out its whole deadline is tried once more at
-        // most: a hung endpoint must not cost `retries` full deadlines.
-        let timeout = matches!(&result, Err(ModelError::Timeout(_)));
-        let again = !(timeout && timed_out);
-        timed_out |= timeout;
         match result {
-            // A server that asks for a longer wait than we would sit through
-            // gets its error now rather than a retry that comes too early.
-            Err(e)
-                if e.is_retryable()
-                    && attempt < settings.retries
-                    && again
-                    && retry_after.is_none_or(|wait| wait <= MAX_RETRY_AFTER) =>
-            {
-                // Saturating: `retries` and `backoff` are settings, and a large
-                // pair must not overflow into a panic.
-                let wait = retry_after.unwrap_or_else(|| {
-                    settings
-                        .backoff
-                        .saturating_mul(2u32.saturating_pow(attempt))
-                });
-                tracing::warn!(
-                    attempt = attempt + 1,
-                    "model request failed, retrying in {} ms: {e}",
-                    wait.as_millis()
-                );
-                tokio::time::sleep(wait).await;
-                attempt += 1;
-            }
-            other => return other,
+            Err(e) => match retries.wait(&e, retry_after, settings) {
+                Some(wait) => tokio::time::sleep(wait).await,
+                None => return Err(e),
+            },
+            ok => return ok,
         }
     }
 }
@@ -103,46 +150,388 @@ async fn attempt_once(
     let sent = client
         .post(url)
         .headers(headers)
-        .header(reqwest::header::CONTENT_TYPE, "application/json")
+        .header(CONTENT_TYPE, "application/json")
         .body(body)
         .timeout(settings.timeout)
         .send()
         .await;
-    let mut response = match sent {
+    let response = match sent {
         Ok(response) => response,
         Err(e) => return (Err(transport_error(&e)), None),
     };
     let status = response.status();
     let retry_after = retry_after(response.headers(), SystemTime::now());
+    let bytes = match read_capped(response, settings.max_response_bytes).await {
+        Ok(bytes) => bytes,
+        Err(e) => return (Err(e), None),
+    };
+    if !status.is_success() {
+        return (Err(status_error(status.as_u16(), &bytes)), retry_after);
+    }
+    (Ok(bytes), None)
+}
+
+/// The whole body, or an error once it passes `max` bytes.
+async fn read_capped(mut response: reqwest::Response, max: usize) -> Result<Vec<u8>, ModelError> {
     let mut bytes = Vec::new();
     loop {
         match response.chunk().await {
             Ok(Some(chunk)) => {
-                if bytes.len().saturating_add(chunk.len()) > settings.max_response_bytes {
-                    let e = format!(
-                        "the answer is larger than {} bytes",
-                        settings.max_response_bytes
-                    );
-                    return (Err(ModelError::Malformed(e)), None);
+                if bytes.len().saturating_add(chunk.len()) > max {
+                    return Err(too_large(max));
                 }
                 bytes.extend_from_slice(&chunk);
             }
-            Ok(None) => break,
-            Err(e) => return (Err(transport_error(&e)), None),
+            Ok(None) => return Ok(bytes),
+            Err(e) => return Err(transport_error(&e)),
         }
     }
-    if !status.is_success() {
-        let text = String::from_utf8_lossy(&bytes);
-        let body: String = text.chars().take(EXCERPT_CHARS).collect();
-        return (
-            Err(ModelError::Status {
-                status: status.as_u16(),
-                body,
-            }),
-            retry_after,
-        );
+}
+
+fn too_large(max: usize) -> ModelError {
+    ModelError::Malformed(format!("the answer is larger than {max} bytes"))
+}
+
+/// An error status with the start of its body.
+fn status_error(status: u16, bytes: &[u8]) -> ModelError {
+    let text = String::from_utf8_lossy(bytes);
+    ModelError::Status {
+        status,
+        body: text.chars().take(EXCERPT_CHARS).collect(),
     }
-    (Ok(bytes), None)
+}
+
+/// What a provider does with the events of one streamed answer.
+pub(crate) trait StreamDecoder: Default + Send {
+    /// Reads one event; `on_text` gets each piece of text it carries. An
+    /// error in what the event says is [`ModelError::Malformed`] (the
+    /// caller adds which event it was), or what an error event reported.
+    fn event(&mut self, event: Sse, on_text: &mut dyn FnMut(&str)) -> Result<Flow, ModelError>;
+
+    /// The answer once the stream has ended, `at_end` telling whether it
+    /// ended with its end marker ([`Flow::Done`]) or just stopped; or what
+    /// it lacks. A stream cut before the answer's end is an error, never a
+    /// shorter answer.
+    fn finish(self, at_end: bool) -> Result<ModelResponse, ModelError>;
+
+    /// Reads an answer that came whole.
+    fn whole(body: &[u8]) -> Result<ModelResponse, ModelError>;
+}
+
+/// Whether a stream goes on after an event.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Flow {
+    /// More events are to come.
+    More,
+    /// That was the stream's end marker.
+    Done,
+}
+
+/// Where and how a provider asks.
+#[derive(Debug)]
+pub(crate) struct Endpoint<'a> {
+    pub(crate) client: &'a reqwest::Client,
+    pub(crate) url: &'a str,
+    pub(crate) headers: HeaderMap,
+    pub(crate) settings: &'a HttpSettings,
+    /// Set once the server refused a stream: later requests go whole.
+    pub(crate) refused: &'a AtomicBool,
+}
+
+/// Asks for an answer: as a stream (`streamed`, the request with its
+/// streaming fields) if the settings say so and the server has not refused
+/// one, else whole (`whole`). Each piece of a streamed answer's text goes to
+/// `on_text` as it arrives; the answer is the one `D::whole` reads from the
+/// same answer sent whole.
+///
+/// Retries follow [`post_json`]'s rule, but a streamed attempt that failed
+/// after any of its text reached `on_text` is never tried again: the person
+/// has seen that text. A server that refuses the stream (a 4xx that names
+/// streaming, see [`refuses_streaming`]) is asked once more for the whole
+/// answer; an answer that is not an event stream is read as a whole one.
+pub(crate) async fn ask<D: StreamDecoder>(
+    endpoint: &Endpoint<'_>,
+    streamed: &(impl serde::Serialize + Sync),
+    whole: &(impl serde::Serialize + Sync),
+    on_text: &TextSink<'_>,
+) -> Result<ModelResponse, ModelError> {
+    let Endpoint {
+        client,
+        url,
+        settings,
+        ..
+    } = *endpoint;
+    let ask_whole = || async {
+        let bytes = post_json(client, url, endpoint.headers.clone(), whole, settings).await?;
+        D::whole(&bytes)
+    };
+    if !settings.stream || endpoint.refused.load(Ordering::Relaxed) {
+        return ask_whole().await;
+    }
+    let body = encode(streamed)?;
+    let mut retries = Retries::default();
+    let mut delivered = false;
+    loop {
+        let (result, retry_after) =
+            stream_once::<D>(endpoint, body.clone(), on_text, &mut delivered).await;
+        let e = match result {
+            Ok(answer) => return Ok(answer),
+            Err(e) => e,
+        };
+        if let ModelError::Status { status, body } = &e
+            && refuses_streaming(*status, body)
+        {
+            tracing::info!("the model API refused to stream ({e}); asking for the whole answer");
+            let answer = ask_whole().await?;
+            endpoint.refused.store(true, Ordering::Relaxed);
+            return Ok(answer);
+        }
+        if delivered {
+            return Err(e);
+        }
+        match retries.wait(&e, retry_after, settings) {
+            Some(wait) => tokio::time::sleep(wait).await,
+            None => return Err(e),
+        }
+    }
+}
+
+/// Whether an error status says the server does not stream: a 4xx (but
+/// not one about the key, the path, the clock or the rate) whose body
+/// names streaming (`stream`, `stream_options`) together with a word of
+/// refusal ("not supported", "unrecognized", "extra inputs are not
+/// permitted", …). Guessed from the text, since the APIs have no code for
+/// it; a wrong guess costs one request without streaming.
+fn refuses_streaming(status: u16, body: &str) -> bool {
+    const REFUSALS: [&str; 10] = [
+        "support",
+        "allowed",
+        "available",
+        "disabled",
+        "enabled",
+        "unrecognized",
+        "unknown",
+        "implemented",
+        "permitted",
+        "extra",
+    ];
+    let body = body.to_ascii_lowercase();
+    (400..500).contains(&status)
+        && !matches!(status, 401 | 403 | 404 | 408 | 429)
+        && body.contains("stream")
+        && REFUSALS.iter().any(|word| body.contains(word))
+}
+
+/// `now + wait`, or a far deadline when that does not fit an `Instant`.
+fn deadline_after(wait: Duration) -> Instant {
+    let now = Instant::now();
+    now.checked_add(wait)
+        .unwrap_or_else(|| now + Duration::from_secs(86_400 * 365 * 30))
+}
+
+/// A body error of the stream, carried through `sse_stream` to be ours again.
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+pub(crate) struct ReadError(pub(crate) ModelError);
+
+/// One attempt at a streamed answer. `delivered` becomes true once any text
+/// reached `on_text`.
+async fn stream_once<D: StreamDecoder>(
+    endpoint: &Endpoint<'_>,
+    body: Vec<u8>,
+    on_text: &TextSink<'_>,
+    delivered: &mut bool,
+) -> (Result<ModelResponse, ModelError>, Option<Duration>) {
+    let settings = endpoint.settings;
+    // The head and the first event come within the attempt's deadline, as a
+    // whole answer would: the server may think long before it writes.
+    let first = deadline_after(settings.timeout);
+    let no_answer = || {
+        ModelError::Timeout(format!(
+            "no answer within the deadline of {} ms",
+            settings.timeout.as_millis()
+        ))
+    };
+    let sent = endpoint
+        .client
+        .post(endpoint.url)
+        .headers(endpoint.headers.clone())
+        .header(CONTENT_TYPE, "application/json")
+        .body(body)
+        .send();
+    let response = match tokio::time::timeout_at(first, sent).await {
+        Err(_) => return (Err(no_answer()), None),
+        Ok(Err(e)) => return (Err(transport_error(&e)), None),
+        Ok(Ok(response)) => response,
+    };
+    let status = response.status();
+    let max = settings.max_response_bytes;
+    let event_stream = response
+        .headers()
+        .get(CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| {
+            v.trim_start()
+                .to_ascii_lowercase()
+                .starts_with("text/event-stream")
+        });
+    if !status.is_success() || !event_stream {
+        let retry_after = retry_after(response.headers(), SystemTime::now());
+        let bytes = match tokio::time::timeout_at(first, read_capped(response, max)).await {
+            Err(_) => return (Err(no_answer()), None),
+            Ok(Err(e)) => return (Err(e), None),
+            Ok(Ok(bytes)) => bytes,
+        };
+        if !status.is_success() {
+            return (Err(status_error(status.as_u16(), &bytes)), retry_after);
+        }
+        // A server that answers a streaming request at once.
+        return (D::whole(&bytes), None);
+    }
+    // The body's bytes, counted against the cap before the parser buffers
+    // them: one endless line must not grow without bound.
+    let chunks = futures::stream::unfold(Some((response, 0usize)), move |state| async move {
+        let (mut response, total) = state?;
+        match response.chunk().await {
+            Ok(Some(chunk)) => {
+                let total = total.saturating_add(chunk.len());
+                if total > max {
+                    return Some((Err(ReadError(too_large(max))), None));
+                }
+                Some((Ok(chunk), Some((response, total))))
+            }
+            Ok(None) => None,
+            Err(e) => Some((Err(ReadError(transport_error(&e))), None)),
+        }
+    });
+    let answer = read_events::<D, _, _>(chunks, first, settings, on_text, delivered).await;
+    (answer, None)
+}
+
+/// Reads a stream's events from its body's `chunks` with `D`: the first
+/// by `first`, each next within the idle deadline.
+pub(crate) async fn read_events<D, S, B>(
+    chunks: S,
+    first: Instant,
+    settings: &HttpSettings,
+    on_text: &TextSink<'_>,
+    delivered: &mut bool,
+) -> Result<ModelResponse, ModelError>
+where
+    D: StreamDecoder,
+    S: futures::Stream<Item = Result<B, ReadError>>,
+    B: bytes::Buf,
+{
+    let mut events = pin!(SseStream::from_bytes_stream(chunks));
+    let mut decoder = D::default();
+    let mut deadline = first;
+    let mut count = 0usize;
+    loop {
+        let next = match tokio::time::timeout_at(deadline, events.next()).await {
+            Err(_) if count == 0 => {
+                return Err(ModelError::Timeout(format!(
+                    "no answer within the deadline of {} ms",
+                    settings.timeout.as_millis()
+                )));
+            }
+            Err(_) => {
+                return Err(ModelError::Timeout(format!(
+                    "the stream stalled: no event within the idle deadline of {} ms",
+                    settings.idle_timeout.as_millis()
+                )));
+            }
+            Ok(next) => next,
+        };
+        let event = match next {
+            None => return decoder.finish(false),
+            Some(Ok(event)) => event,
+            Some(Err(sse_stream::Error::Body(e))) => {
+                return Err(match e.downcast::<ReadError>() {
+                    Ok(e) => e.0,
+                    Err(e) => ModelError::Transport(e.to_string()),
+                });
+            }
+            Some(Err(e)) => {
+                let e = format!("the event stream broke the SSE format: {e}");
+                return Err(ModelError::Malformed(e));
+            }
+        };
+        count += 1;
+        deadline = deadline_after(settings.idle_timeout);
+        let mut deliver = |text: &str| {
+            if !text.is_empty() {
+                *delivered = true;
+                on_text(text);
+            }
+        };
+        match decoder.event(event, &mut deliver) {
+            Ok(Flow::More) => {}
+            Ok(Flow::Done) => return decoder.finish(true),
+            Err(ModelError::Malformed(e)) => {
+                return Err(ModelError::Malformed(format!("stream event {count}: {e}")));
+            }
+            Err(e) => return Err(e),
+        }
+    }
+}
+
+/// Reads `text`, an event stream, with `D`, its bytes cut at `cuts` (byte
+/// offsets, ascending) as a server's writes might cut them; with the pieces
+/// of text it delivered.
+#[cfg(test)]
+pub(crate) async fn read_cut<D: StreamDecoder>(
+    text: &str,
+    cuts: &[usize],
+) -> (Result<ModelResponse, ModelError>, Vec<String>) {
+    let raw = text.as_bytes();
+    let mut chunks = Vec::new();
+    let mut from = 0;
+    for &cut in cuts {
+        chunks.push(raw[from..cut].to_vec());
+        from = cut;
+    }
+    chunks.push(raw[from..].to_vec());
+    let pieces = std::sync::Mutex::new(Vec::new());
+    let on_text = |text: &str| pieces.lock().unwrap().push(text.to_owned());
+    let chunks = futures::stream::iter(
+        chunks
+            .into_iter()
+            .map(|chunk| Ok::<_, ReadError>(bytes::Bytes::from(chunk))),
+    );
+    let settings = HttpSettings::default();
+    let first = deadline_after(settings.timeout);
+    let mut delivered = false;
+    let answer = read_events::<D, _, _>(chunks, first, &settings, &on_text, &mut delivered).await;
+    assert_eq!(delivered, !pieces.lock().unwrap().is_empty());
+    (answer, pieces.into_inner().unwrap())
+}
+
+/// Checks that `text`, an event stream, reads as `whole` wherever the
+/// server's writes cut it (at every byte, once, and at all bytes), and that
+/// the pieces delivered make its text: `pieces` when every byte came alone.
+#[cfg(test)]
+pub(crate) async fn assert_reads_whole_wherever_cut<D: StreamDecoder>(
+    text: &str,
+    whole: &ModelResponse,
+    pieces: &[&str],
+) {
+    for cut in 0..=text.len() {
+        let (answer, delivered) = read_cut::<D>(text, &[cut]).await;
+        assert_eq!(answer.as_ref(), Ok(whole), "cut at {cut}");
+        assert_eq!(delivered.concat(), whole.text, "cut at {cut}");
+    }
+    let every_byte: Vec<usize> = (1..text.len()).collect();
+    let (answer, delivered) = read_cut::<D>(text, &every_byte).await;
+    assert_eq!(answer.as_ref(), Ok(whole));
+    assert_eq!(delivered, pieces);
+}
+
+/// The error a stream's end reports when the answer was not whole: the
+/// connection closed early, so it is a transport failure.
+pub(crate) fn cut_short(what: &str) -> ModelError {
+    ModelError::Transport(format!(
+        "the stream ended before the answer was complete ({what})"
+    ))
 }
 
 /// The HTTP client for an endpoint at `base_url`. A plain `http://`

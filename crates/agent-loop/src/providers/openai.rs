@@ -10,8 +10,17 @@
 //! the history, and an answer decodes as an `Answer`, with errors that name
 //! the JSON path of what was wrong. The answer's parts (`AnswerMessage`,
 //! `AnswerToolCall`) have every field optional, checked after decoding, so a
-//! streamed `delta`, which carries the same fields piece by piece, can decode
+//! streamed `delta`, which carries the same fields piece by piece, decodes
 //! as them too.
+//!
+//! Streamed (`stream: true`, with `stream_options.include_usage` for the
+//! final usage chunk), each `data:` event is a `Chunk`; `Stream` gathers
+//! the text, the tool calls by their `index` (their pieces may interleave),
+//! the finish reason and the usage into the response the whole answer would
+//! give, until `data: [DONE]`.
+
+use std::collections::BTreeMap;
+use std::sync::atomic::AtomicBool;
 
 use async_trait::async_trait;
 use hooks_core::StopReason;
@@ -20,11 +29,12 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::http::{HttpSettings, post_json};
+use super::http::{Endpoint, Flow, HttpSettings, StreamDecoder, ask, cut_short, excerpt};
 use super::wire::{JsonText, ToolCallText, decode, lenient, null_as_default};
 use crate::gateway::ToolDef;
 use crate::message::{Message, ToolCall};
-use crate::model::{Model, ModelError, ModelRequest, ModelResponse, Usage};
+use crate::model::{Model, ModelError, ModelRequest, ModelResponse, TextSink, Usage};
+use sse_stream::Sse;
 
 /// A Chat Completions endpoint.
 #[derive(Debug)]
@@ -35,6 +45,8 @@ pub struct OpenAiCompat {
     model: String,
     max_tokens: Option<u32>,
     settings: HttpSettings,
+    /// Set once the server refused to stream.
+    stream_refused: AtomicBool,
 }
 
 impl OpenAiCompat {
@@ -54,6 +66,7 @@ impl OpenAiCompat {
             model: model.to_owned(),
             max_tokens: None,
             settings,
+            stream_refused: AtomicBool::new(false),
         }
     }
 
@@ -63,9 +76,14 @@ impl OpenAiCompat {
         self
     }
 
-    /// The request body for `request`, as sent (public for tests and for the
-    /// curious: `serde_json::to_value` shows it).
+    /// The request body for `request`, as first sent (public for tests and
+    /// for the curious: `serde_json::to_value` shows it); with
+    /// `"stream": true` when the settings stream.
     pub fn body<'a>(&'a self, request: ModelRequest<'a>) -> impl Serialize + std::fmt::Debug + 'a {
+        self.request_body(request, self.settings.stream)
+    }
+
+    fn request_body<'a>(&'a self, request: ModelRequest<'a>, stream: bool) -> Request<'a> {
         let tools_offered = !request.tools.is_empty();
         let mut messages = vec![RequestMessage::System {
             content: request.system,
@@ -122,6 +140,10 @@ impl OpenAiCompat {
             tools: request.tools.iter().map(RequestTool::new).collect(),
             max_tokens,
             max_completion_tokens,
+            stream,
+            stream_options: stream.then_some(StreamOptions {
+                include_usage: true,
+            }),
         }
     }
 }
@@ -138,6 +160,17 @@ struct Request<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_completion_tokens: Option<u32>,
+    /// Absent for a whole answer.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    stream: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    stream_options: Option<StreamOptions>,
+}
+
+/// Asks for the usage chunk at a stream's end.
+#[derive(Debug, Serialize)]
+struct StreamOptions {
+    include_usage: bool,
 }
 
 /// One message of a request.
@@ -312,6 +345,9 @@ struct AnswerMessage {
 #[derive(Debug, Deserialize)]
 #[serde(expecting = "a tool call (a JSON object)")]
 struct AnswerToolCall {
+    /// Which call a streamed piece belongs to; not read in a whole answer.
+    #[serde(default, deserialize_with = "lenient")]
+    index: Option<u64>,
     /// Some compatible servers leave the id out, or send no string.
     #[serde(default, deserialize_with = "lenient")]
     id: Option<String>,
@@ -387,8 +423,18 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
         .enumerate()
         .map(|(i, call)| call.into_tool_call(&format!("choices[0].message.tool_calls[{i}]")))
         .collect::<Result<Vec<_>, _>>()?;
-    let stop = match choice.finish_reason.as_deref() {
-        _ if message.refusal.is_some() => StopReason::Refusal,
+    Ok(ModelResponse {
+        text: message.content.unwrap_or_default(),
+        tool_calls,
+        stop: stop_reason(message.refusal.is_some(), choice.finish_reason.as_deref())?,
+        usage: answer.usage.map(AnswerUsage::read),
+    })
+}
+
+/// The stop reason, mapped explicitly \[S1\]: a refusal wins.
+fn stop_reason(refused: bool, finish_reason: Option<&str>) -> Result<StopReason, ModelError> {
+    Ok(match finish_reason {
+        _ if refused => StopReason::Refusal,
         Some("stop") => StopReason::EndTurn,
         Some("tool_calls" | "function_call") => StopReason::ToolUse,
         Some("length") => StopReason::MaxTokens,
@@ -399,21 +445,194 @@ pub(crate) fn parse_response(body: &[u8]) -> Result<ModelResponse, ModelError> {
                 "choices[0].finish_reason is missing".into(),
             ));
         }
-    };
-    Ok(ModelResponse {
-        text: message.content.unwrap_or_default(),
-        tool_calls,
-        stop,
-        usage: answer.usage.map(|u| Usage {
-            input_tokens: u.prompt_tokens,
-            output_tokens: u.completion_tokens,
-        }),
     })
+}
+
+impl AnswerUsage {
+    fn read(self) -> Usage {
+        Usage {
+            input_tokens: self.prompt_tokens,
+            output_tokens: self.completion_tokens,
+        }
+    }
+}
+
+/// One streamed chunk: the `data:` of an event. Unknown fields are ignored.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a Chat Completions chunk (a JSON object)")]
+struct Chunk {
+    /// Only the first is read; the usage chunk has none.
+    #[serde(default)]
+    choices: Option<Vec<ChunkChoice>>,
+    /// `null` in every chunk but the last, which `include_usage` asks for.
+    #[serde(default, deserialize_with = "lenient")]
+    usage: Option<AnswerUsage>,
+    /// What some servers send in place of a chunk when they fail midway.
+    #[serde(default)]
+    error: Option<Value>,
+}
+
+/// One choice of a chunk.
+#[derive(Debug, Deserialize)]
+#[serde(expecting = "a choice (a JSON object)")]
+struct ChunkChoice {
+    #[serde(default, deserialize_with = "null_as_default")]
+    delta: Option<AnswerMessage>,
+    #[serde(default)]
+    finish_reason: Option<String>,
+}
+
+/// A streamed answer gathered so far.
+#[derive(Debug, Default)]
+pub(crate) struct Stream {
+    text: String,
+    refused: bool,
+    /// By `index`, which orders them as a whole answer's list.
+    calls: BTreeMap<u64, PartialCall>,
+    finish_reason: Option<String>,
+    usage: Option<AnswerUsage>,
+    /// Whether any chunk had a `choices[0]`.
+    chosen: bool,
+}
+
+/// A tool call's pieces so far.
+#[derive(Debug, Default)]
+struct PartialCall {
+    id: Option<String>,
+    name: Option<String>,
+    arguments: Option<String>,
+}
+
+impl Stream {
+    /// Adds a piece of a tool call. The id and the name come in the first
+    /// piece (a server that repeats them is read the same); the arguments'
+    /// text is the pieces' in order. A piece without an `index` starts a
+    /// call if it has an id or a name and goes on the last one otherwise.
+    fn add_call(&mut self, piece: AnswerToolCall) {
+        let last = self.calls.keys().next_back().copied();
+        let function = piece.function.unwrap_or_default();
+        let key = match piece.index {
+            Some(index) => index,
+            None if piece.id.is_some() || function.name.is_some() => last.map_or(0, |k| k + 1),
+            None => last.unwrap_or(0),
+        };
+        let call = self.calls.entry(key).or_default();
+        if call.id.as_deref().is_none_or(str::is_empty) {
+            call.id = piece.id.or(call.id.take());
+        }
+        if call.name.is_none() {
+            call.name = function.name;
+        }
+        let more = match function.arguments {
+            None | Some(Value::Null) => return,
+            Some(Value::String(text)) => text,
+            Some(other) => other.to_string(),
+        };
+        call.arguments.get_or_insert_default().push_str(&more);
+    }
+}
+
+impl StreamDecoder for Stream {
+    fn event(&mut self, event: Sse, on_text: &mut dyn FnMut(&str)) -> Result<Flow, ModelError> {
+        let Some(data) = event.data else {
+            return Ok(Flow::More);
+        };
+        if data.trim() == "[DONE]" {
+            return Ok(Flow::Done);
+        }
+        if event.event.as_deref() == Some("error") {
+            let error: Value = decode(data.as_bytes())?;
+            return Err(error_event(error.get("error").unwrap_or(&error)));
+        }
+        let chunk: Chunk = decode(data.as_bytes())?;
+        if let Some(error) = &chunk.error {
+            return Err(error_event(error));
+        }
+        if chunk.usage.is_some() {
+            self.usage = chunk.usage;
+        }
+        let Some(choice) = chunk.choices.and_then(|choices| choices.into_iter().next()) else {
+            return Ok(Flow::More);
+        };
+        self.chosen = true;
+        if let Some(delta) = choice.delta {
+            if let Some(text) = delta.content {
+                on_text(&text);
+                self.text.push_str(&text);
+            }
+            self.refused |= delta.refusal.is_some();
+            for piece in delta.tool_calls.unwrap_or_default() {
+                self.add_call(piece);
+            }
+        }
+        if choice.finish_reason.is_some() {
+            self.finish_reason = choice.finish_reason;
+        }
+        Ok(Flow::More)
+    }
+
+    fn finish(self, at_end: bool) -> Result<ModelResponse, ModelError> {
+        // The finish reason says the answer is whole; the usage chunk and
+        // `[DONE]` may follow it, and a server may close without `[DONE]`.
+        if !at_end && self.finish_reason.is_none() {
+            return Err(cut_short("no finish_reason and no [DONE]"));
+        }
+        if !self.chosen {
+            return Err(ModelError::Malformed("no chunk had a choices[0]".into()));
+        }
+        let tool_calls = self
+            .calls
+            .into_iter()
+            .map(|(index, call)| {
+                AnswerToolCall {
+                    index: None,
+                    id: call.id,
+                    function: Some(AnswerFunction {
+                        name: call.name,
+                        arguments: call.arguments.map(Value::String),
+                    }),
+                }
+                .into_tool_call(&format!("the tool call of index {index}"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(ModelResponse {
+            text: self.text,
+            tool_calls,
+            stop: stop_reason(self.refused, self.finish_reason.as_deref())?,
+            usage: self.usage.map(AnswerUsage::read),
+        })
+    }
+
+    fn whole(body: &[u8]) -> Result<ModelResponse, ModelError> {
+        parse_response(body)
+    }
+}
+
+/// An error the server sent in the stream, as the status it names (its
+/// `code` when that is one, else 500: the server failed midway).
+fn error_event(error: &Value) -> ModelError {
+    let status = error
+        .get("code")
+        .and_then(Value::as_u64)
+        .filter(|code| (400..600).contains(code))
+        .map_or(500, |code| code as u16);
+    ModelError::Status {
+        status,
+        body: format!("an error event in the stream: {}", excerpt(error)),
+    }
 }
 
 #[async_trait]
 impl Model for OpenAiCompat {
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
+        self.complete_streaming(request, &|_| {}).await
+    }
+
+    async fn complete_streaming(
+        &self,
+        request: ModelRequest<'_>,
+        on_text: &TextSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = &self.api_key {
             let value = HeaderValue::from_str(&format!("Bearer {key}")).map_err(|_| {
@@ -422,15 +641,20 @@ impl Model for OpenAiCompat {
             headers.insert(AUTHORIZATION, value);
         }
         let url = format!("{}/chat/completions", self.base_url);
-        let answer = post_json(
-            &self.client,
-            &url,
+        let endpoint = Endpoint {
+            client: &self.client,
+            url: &url,
             headers,
-            &self.body(request),
-            &self.settings,
+            settings: &self.settings,
+            refused: &self.stream_refused,
+        };
+        ask::<Stream>(
+            &endpoint,
+            &self.request_body(request, true),
+            &self.request_body(request, false),
+            on_text,
         )
-        .await?;
-        parse_response(&answer)
+        .await
     }
 
     fn describe(&self) -> String {
@@ -504,7 +728,14 @@ mod tests {
             messages,
             tools,
         };
-        serde_json::to_value(model.body(request)).unwrap()
+        // Streamed (the default), the request is the whole one with the
+        // streaming fields.
+        let whole = serde_json::to_value(model.request_body(request, false)).unwrap();
+        let mut streamed = whole.clone();
+        streamed["stream"] = json!(true);
+        streamed["stream_options"] = json!({"include_usage": true});
+        assert_eq!(serde_json::to_value(model.body(request)).unwrap(), streamed);
+        whole
     }
 
     fn parse(answer: Value) -> Result<ModelResponse, ModelError> {
@@ -803,5 +1034,159 @@ mod tests {
             assert!(e.starts_with("the body is not JSON ("), "{e}");
             assert!(e.ends_with(&format!("): {body:?}")), "{e}");
         }
+    }
+
+    /// `data:` events of `chunks`, as a server writes them.
+    fn sse(chunks: &[Value]) -> String {
+        let mut text: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+        text.push_str("data: [DONE]\n\n");
+        text
+    }
+
+    async fn streamed(
+        text: &str,
+        cuts: &[usize],
+    ) -> (Result<ModelResponse, ModelError>, Vec<String>) {
+        crate::providers::http::read_cut::<Stream>(text, cuts).await
+    }
+
+    /// Text with characters of two to four bytes, and two tool calls whose
+    /// pieces interleave by index (the second starts before the first's
+    /// arguments end), then the finish reason and the usage chunk.
+    fn interleaved() -> Vec<Value> {
+        vec![
+            json!({"choices": [{"index": 0, "delta": {"role": "assistant", "content": "", "refusal": null}, "finish_reason": null}], "usage": null}),
+            json!({"choices": [{"index": 0, "delta": {"content": "héllo "}, "finish_reason": null}]}),
+            json!({"choices": [{"index": 0, "delta": {"content": "wörld 🌍"}, "finish_reason": null}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "id": "c1", "type": "function", "function": {"name": "a", "arguments": ""}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "{\"pa"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 1, "id": "c2", "type": "function", "function": {"name": "b", "arguments": "{\"q\":"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {"tool_calls": [{"index": 0, "function": {"arguments": "th\":\"é\"}"}}, {"index": 1, "function": {"arguments": "[1]}"}}]}}]}),
+            json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "tool_calls"}]}),
+            json!({"choices": [], "usage": {"prompt_tokens": 9, "completion_tokens": 4, "total_tokens": 13}}),
+        ]
+    }
+
+    // Wherever the server's writes cut the bytes (inside a character, a
+    // line, an event), the stream reads as the whole answer does, and the
+    // pieces delivered make its text.
+    #[tokio::test]
+    async fn a_stream_reads_as_the_whole_answer_wherever_it_is_cut() {
+        let whole = parse(json!({
+            "choices": [{"message": {"content": "héllo wörld 🌍", "tool_calls": [
+                {"id": "c1", "type": "function", "function": {"name": "a", "arguments": "{\"path\":\"é\"}"}},
+                {"id": "c2", "type": "function", "function": {"name": "b", "arguments": "{\"q\":[1]}"}},
+            ]}, "finish_reason": "tool_calls"}],
+            "usage": {"prompt_tokens": 9, "completion_tokens": 4},
+        }))
+        .unwrap();
+        let text = sse(&interleaved());
+        crate::providers::http::assert_reads_whole_wherever_cut::<Stream>(
+            &text,
+            &whole,
+            &["héllo ", "wörld 🌍"],
+        )
+        .await;
+    }
+
+    // A server that sends each call whole without an index, and no [DONE].
+    #[tokio::test]
+    async fn calls_without_an_index_and_a_close_without_done_read() {
+        let chunks = [
+            json!({"choices": [{"delta": {"tool_calls": [{"id": "x", "function": {"name": "a", "arguments": "{}"}}]}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"id": "y", "function": {"name": "b", "arguments": {"k": 1}}}]}}]}),
+            json!({"choices": [{"delta": {}, "finish_reason": "tool_calls"}]}),
+        ];
+        let text: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+        let (answer, _) = streamed(&text, &[]).await;
+        let answer = answer.unwrap();
+        assert_eq!(
+            answer.tool_calls,
+            [call("x", "a", "{}"), call("y", "b", r#"{"k":1}"#)]
+        );
+        assert_eq!((answer.stop, answer.usage), (StopReason::ToolUse, None));
+    }
+
+    // Cut before the finish reason: an error, never a shorter answer.
+    #[tokio::test]
+    async fn a_stream_cut_midway_is_an_error() {
+        let chunks = &interleaved()[..5];
+        let text: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
+        let (answer, pieces) = streamed(&text, &[]).await;
+        assert_eq!(
+            answer,
+            Err(ModelError::Transport(
+                "the stream ended before the answer was complete (no finish_reason and no [DONE])"
+                    .into()
+            ))
+        );
+        assert_eq!(pieces.concat(), "héllo wörld 🌍");
+        // [DONE] without a finish reason is what a whole answer without one is.
+        let (answer, _) = streamed(&sse(&interleaved()[..5]), &[]).await;
+        assert_eq!(
+            answer,
+            Err(ModelError::Malformed(
+                "choices[0].finish_reason is missing".into()
+            ))
+        );
+    }
+
+    // A bad chunk is named by its event and the JSON path in it.
+    #[tokio::test]
+    async fn a_malformed_chunk_is_named_by_event_and_path() {
+        let text = sse(&[
+            json!({"choices": [{"delta": {"content": "a"}}]}),
+            json!({"choices": [{"delta": {"tool_calls": [{"index": 0, "function": {"name": 5}}]}}]}),
+        ]);
+        let (answer, _) = streamed(&text, &[]).await;
+        let Err(ModelError::Malformed(e)) = answer else {
+            panic!("{answer:?}");
+        };
+        assert!(
+            e.starts_with("stream event 2: choices[0].delta.tool_calls[0].function.name: invalid type: integer `5`"),
+            "{e}"
+        );
+        let (answer, _) = streamed("data: {\"choices\": [\n\n", &[]).await;
+        let Err(ModelError::Malformed(e)) = answer else {
+            panic!("{answer:?}");
+        };
+        assert!(e.starts_with("stream event 1: the body is not JSON"), "{e}");
+        let (answer, _) = streamed("data: {}\n\nnonsense\n\n", &[]).await;
+        let Err(ModelError::Malformed(e)) = answer else {
+            panic!("{answer:?}");
+        };
+        assert_eq!(e, "the event stream broke the SSE format: invalid line");
+    }
+
+    #[tokio::test]
+    async fn an_error_in_the_stream_is_its_status() {
+        let text = sse(&[
+            json!({"choices": [{"delta": {"content": "a"}}]}),
+            json!({"error": {"message": "overloaded", "type": "server_error", "code": 503}}),
+        ]);
+        let (answer, _) = streamed(&text, &[]).await;
+        let Err(ModelError::Status { status: 503, body }) = answer else {
+            panic!("{answer:?}");
+        };
+        assert!(body.starts_with("an error event in the stream: "), "{body}");
+        assert!(body.contains("overloaded"), "{body}");
+        let text = "event: error\ndata: {\"error\": {\"message\": \"boom\"}}\n\n";
+        let (answer, _) = streamed(text, &[]).await;
+        assert!(
+            matches!(&answer, Err(ModelError::Status { status: 500, body }) if body.contains("boom")),
+            "{answer:?}"
+        );
+    }
+
+    // A refusal streamed as pieces of `refusal` wins over the finish reason.
+    #[tokio::test]
+    async fn a_streamed_refusal_is_a_refusal() {
+        let text = sse(&[
+            json!({"choices": [{"delta": {"content": null, "refusal": "I can"}}]}),
+            json!({"choices": [{"delta": {"refusal": "not"}, "finish_reason": "stop"}]}),
+        ]);
+        let (answer, pieces) = streamed(&text, &[]).await;
+        assert_eq!(answer.unwrap().stop, StopReason::Refusal);
+        assert!(pieces.is_empty());
     }
 }

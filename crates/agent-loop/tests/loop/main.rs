@@ -11,5 +11,9 @@ mod openai;
 mod anthropic;
 // The hook points beyond the seed's two: [E1]-[E6].
 mod hookpoints;
+// Both providers streaming from fake servers: split UTF-8, tool-call pieces,
+// cuts, error events, stalls, refusals, the size cap, cancellation, and the
+// same history as whole answers.
+mod streaming;
 // Random scripts, hooks, compactions and cancellations.
 mod properties;

@@ -440,11 +440,55 @@ pub(crate) fn recording_sink() -> (Sink, Arc<Mutex<Vec<AgentEvent>>>) {
 /// One scripted answer of the fake API: status, extra headers, body.
 pub(crate) type ScriptedAnswer = (u16, Vec<(&'static str, String)>, String);
 
+/// One answer of the fake API.
+pub(crate) enum Reply {
+    /// Status, extra headers and body, at once.
+    Whole(ScriptedAnswer),
+    /// 200 with `text/event-stream`: each chunk its own write (the server
+    /// yields between them), then the end.
+    Stream(Vec<Vec<u8>>, StreamEnd),
+}
+
+/// How a streamed answer ends.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum StreamEnd {
+    /// The body ends as it should.
+    Close,
+    /// Nothing more is ever sent, and the body never ends.
+    Hang,
+    /// The connection is torn down mid-body.
+    Abort,
+}
+
+/// `text` as a server's writes, cut at the byte offsets `cuts` (which may
+/// fall inside a character).
+pub(crate) fn cut(text: &str, cuts: &[usize]) -> Vec<Vec<u8>> {
+    let mut chunks = Vec::new();
+    let mut from = 0;
+    for &at in cuts {
+        chunks.push(text.as_bytes()[from..at].to_vec());
+        from = at;
+    }
+    chunks.push(text.as_bytes()[from..].to_vec());
+    chunks
+}
+
+/// Says when a streamed body is dropped: it ended, or the client went away.
+struct DropGuard(tokio::sync::mpsc::UnboundedSender<()>);
+
+impl Drop for DropGuard {
+    fn drop(&mut self) {
+        let _ = self.0.send(());
+    }
+}
+
 /// A fake model API over real HTTP on 127.0.0.1: answers each POST with the
-/// next scripted `(status, body)` and records every request.
+/// next scripted reply and records every request.
 pub(crate) struct FakeApi {
     pub(crate) url: String,
     pub(crate) requests: Arc<Mutex<Vec<(axum::http::HeaderMap, serde_json::Value)>>>,
+    /// One message each time a streamed body is dropped.
+    pub(crate) dropped: tokio::sync::mpsc::UnboundedReceiver<()>,
     stop: tokio::sync::oneshot::Sender<()>,
 }
 
@@ -461,33 +505,77 @@ impl FakeApi {
 
     /// Answers that carry response headers too.
     pub(crate) async fn start_with_headers(answers: Vec<ScriptedAnswer>) -> FakeApi {
+        FakeApi::start_replies(answers.into_iter().map(Reply::Whole).collect()).await
+    }
+
+    /// Replies that may stream.
+    pub(crate) async fn start_replies(replies: Vec<Reply>) -> FakeApi {
         use axum::extract::State;
         use axum::http::{HeaderMap, StatusCode};
         type Shared = (
-            Arc<Mutex<std::collections::VecDeque<ScriptedAnswer>>>,
+            Arc<Mutex<std::collections::VecDeque<Reply>>>,
             Arc<Mutex<Vec<(HeaderMap, serde_json::Value)>>>,
+            tokio::sync::mpsc::UnboundedSender<()>,
         );
         let requests = Arc::new(Mutex::new(Vec::new()));
-        let state: Shared = (Arc::new(Mutex::new(answers.into())), requests.clone());
+        let (dropped_tx, dropped) = tokio::sync::mpsc::unbounded_channel();
+        let state: Shared = (
+            Arc::new(Mutex::new(replies.into())),
+            requests.clone(),
+            dropped_tx,
+        );
         async fn handle(
-            State((answers, requests)): State<Shared>,
+            State((replies, requests, dropped)): State<Shared>,
             headers: HeaderMap,
             body: String,
         ) -> axum::response::Response {
             use axum::response::IntoResponse;
             let json = serde_json::from_str(&body).unwrap_or(serde_json::Value::Null);
             requests.lock().unwrap().push((headers, json));
-            let (status, extra, body) =
-                answers
-                    .lock()
-                    .unwrap()
-                    .pop_front()
-                    .unwrap_or((500, vec![], "script over".into()));
-            let mut response = (StatusCode::from_u16(status).unwrap(), body).into_response();
-            for (name, value) in extra {
-                response.headers_mut().insert(name, value.parse().unwrap());
+            let reply = replies.lock().unwrap().pop_front().unwrap_or(Reply::Whole((
+                500,
+                vec![],
+                "script over".into(),
+            )));
+            match reply {
+                Reply::Whole((status, extra, body)) => {
+                    let mut response =
+                        (StatusCode::from_u16(status).unwrap(), body).into_response();
+                    for (name, value) in extra {
+                        response.headers_mut().insert(name, value.parse().unwrap());
+                    }
+                    response
+                }
+                Reply::Stream(chunks, end) => {
+                    let guard = DropGuard(dropped);
+                    let state = (chunks.into_iter(), end, guard);
+                    let body =
+                        futures::stream::unfold(state, |(mut chunks, end, guard)| async move {
+                            // A write of its own: hyper flushes what it has when
+                            // the body is not ready.
+                            tokio::task::yield_now().await;
+                            match (chunks.next(), end) {
+                                (Some(chunk), _) => {
+                                    Some((Ok(axum::body::Bytes::from(chunk)), (chunks, end, guard)))
+                                }
+                                (None, StreamEnd::Close) => None,
+                                (None, StreamEnd::Hang) => {
+                                    let _guard = guard;
+                                    std::future::pending().await
+                                }
+                                (None, StreamEnd::Abort) => Some((
+                                    Err(std::io::Error::other("torn down")),
+                                    (chunks, StreamEnd::Close, guard),
+                                )),
+                            }
+                        });
+                    (
+                        [("content-type", "text/event-stream")],
+                        axum::body::Body::from_stream(body),
+                    )
+                        .into_response()
+                }
             }
-            response
         }
         let app = axum::Router::new()
             .fallback(axum::routing::post(handle))
@@ -505,6 +593,7 @@ impl FakeApi {
         FakeApi {
             url,
             requests,
+            dropped,
             stop,
         }
     }
@@ -523,13 +612,24 @@ impl FakeApi {
     }
 }
 
-/// Quick HTTP settings for tests: short backoff.
+/// Quick HTTP settings for tests: short backoff, whole answers (the
+/// streaming tests turn `stream` on).
 pub(crate) fn http_settings() -> agent_loop::providers::HttpSettings {
     agent_loop::providers::HttpSettings {
         timeout: Duration::from_secs(10),
         retries: 2,
         backoff: Duration::from_millis(10),
         max_response_bytes: 1 << 20,
+        stream: false,
+        idle_timeout: Duration::from_secs(10),
+    }
+}
+
+/// [`http_settings`] that stream.
+pub(crate) fn stream_settings() -> agent_loop::providers::HttpSettings {
+    agent_loop::providers::HttpSettings {
+        stream: true,
+        ..http_settings()
     }
 }
 
