@@ -287,4 +287,23 @@ pub(crate) struct ModelArgs {
         default_value = "300000"
     )]
     pub(crate) model_timeout_ms: String,
+    /// `on`: ask for the answer as a stream, so its text shows as it
+    /// arrives (a server that refuses is asked again without); `off`: ask
+    /// for whole answers.
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_STREAM",
+        value_name = "on|off",
+        default_value = "on"
+    )]
+    pub(crate) stream: String,
+    /// Longest wait between two events of a streamed answer before the
+    /// model counts as stalled.
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_STREAM_IDLE_MS",
+        value_name = "MS",
+        default_value = "120000"
+    )]
+    pub(crate) stream_idle_ms: String,
 }

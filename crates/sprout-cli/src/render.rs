@@ -136,6 +136,12 @@ pub(crate) struct Renderer {
     color: bool,
     terminal: bool,
     out: Stdout,
+    /// The current answer's text is being shown as it streams: the
+    /// `assistant:` line is open (not yet ended by a newline).
+    open_line: bool,
+    /// The current answer's text was shown as it streamed, so the whole
+    /// text that follows it is not shown again.
+    streamed: bool,
 }
 
 impl std::fmt::Debug for Renderer {
@@ -156,6 +162,8 @@ impl Renderer {
             color: terminal && !json && std::env::var_os("NO_COLOR").is_none(),
             terminal: terminal && !json,
             out: Stdout::start(),
+            open_line: false,
+            streamed: false,
         }
     }
 
@@ -181,12 +189,33 @@ impl Renderer {
             }
             return;
         }
+        if let AgentEvent::TextDelta { text } = event {
+            let line = if self.open_line {
+                Line::default().plain(text)
+            } else {
+                Line::default()
+                    .styled(Style::new().bold(), "assistant:")
+                    .plain(" ")
+                    .plain(text.trim_start())
+            };
+            self.open_line = true;
+            self.streamed = true;
+            self.out.push(Item::Text(paint(&line, self.color)));
+            return;
+        }
+        if std::mem::take(&mut self.open_line) {
+            self.out.push(Item::Text("\n".to_owned()));
+        }
+        if matches!(event, AgentEvent::AssistantText { .. }) && std::mem::take(&mut self.streamed) {
+            return;
+        }
         if let AgentEvent::ModelRequest {
             round,
             estimated_tokens,
             ..
         } = event
         {
+            self.streamed = false;
             if self.terminal {
                 self.out.push(Item::Spinner(format!(
                     "model is working (round {round}, ~{estimated_tokens} tokens in)"
@@ -238,7 +267,7 @@ fn human_line(event: &AgentEvent) -> Option<Line> {
             line.styled(bold, "prompt:").plain(&first_lines(prompt, 3))
         }
         AgentEvent::ModelRequest { .. } => return None,
-        // Shown whole by `AssistantText`; live output is the CLI's to add.
+        // Shown as they arrive by `Renderer::show`, not as lines.
         AgentEvent::TextDelta { .. } => return None,
         AgentEvent::ModelResponse {
             stop,

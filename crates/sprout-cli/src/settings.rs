@@ -40,6 +40,14 @@ pub(crate) enum ConfigProblem {
         /// The numbers allowed.
         range: RangeInclusive<u64>,
     },
+    /// A switch that is neither `on` nor `off`.
+    #[error("{setting}={value:?} is not valid: expected on or off")]
+    NotOnOff {
+        /// Where the value came from.
+        setting: String,
+        /// The value.
+        value: String,
+    },
     /// The compaction threshold is not a share of the window.
     #[error(
         "{setting}={value:?} is not valid: expected a share of the context window from 0.1 to 0.95"
@@ -355,8 +363,28 @@ pub(crate) fn model(
             1..=1_000_000,
         )? as u32),
     };
+    let stream = match args.stream.as_str() {
+        "on" => true,
+        "off" => false,
+        other => {
+            return Err(ConfigProblem::NotOnOff {
+                setting: source_name(matches, "stream", "--stream", "SPROUT_AGENT_STREAM"),
+                value: other.to_owned(),
+            });
+        }
+    };
+    let idle = number(
+        matches,
+        "stream_idle_ms",
+        "--stream-idle-ms",
+        "SPROUT_AGENT_STREAM_IDLE_MS",
+        &args.stream_idle_ms,
+        1..=3_600_000,
+    )?;
     let http = HttpSettings {
         timeout: Duration::from_millis(timeout),
+        stream,
+        idle_timeout: Duration::from_millis(idle),
         ..HttpSettings::default()
     };
     let provider = args.provider.as_str();

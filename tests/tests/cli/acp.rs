@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
-use crate::support::{FakeOpenAi, Scratch, end, fixture, sprout_command, tool};
+use crate::support::{FakeOpenAi, Scratch, end, fixture, sprout_command, streamed_end, tool};
 
 /// A raw ACP client over a `sprout acp` child.
 struct AcpClient {
@@ -899,4 +899,28 @@ fn pre_tool_use_and_session_end_over_acp() {
     client.new_session(&scratch.0, server(&gone_log));
     assert!(client.finish().success());
     assert_eq!(ends(&gone_log), [json!({"reason": "disconnected"})]);
+}
+
+// A streamed answer reaches the client as one agent_message_chunk per piece,
+// as it arrives, and the whole text is not sent again after them.
+#[test]
+fn a_streamed_answer_is_sent_piece_by_piece_once() {
+    let scratch = Scratch::new("acp-stream");
+    let pieces = ["Hel", "lo, ", "world"];
+    let fake = FakeOpenAi::start(vec![(Duration::ZERO, streamed_end(&pieces))]);
+    let env = fake_env(&fake, &[]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let session = client.new_session(&scratch.0, json!([]));
+    let id = client.prompt(&session, "say hello");
+    let response = client.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let chunks: Vec<&str> = client
+        .updates
+        .iter()
+        .filter(|u| u["params"]["update"]["sessionUpdate"] == "agent_message_chunk")
+        .map(|u| u["params"]["update"]["content"]["text"].as_str().unwrap())
+        .collect();
+    assert_eq!(chunks, pieces);
+    assert!(client.finish().success());
 }

@@ -18,6 +18,8 @@ mod errors;
 mod acp;
 // `sprout chat` in a pseudo-terminal.
 mod chat;
+// Streamed answers: text as it arrives, once, human and --json.
+mod streaming;
 // Floods, deaf servers, signals and terminal escapes against the binary [issue 10].
 mod hostile;
 // The README's Python hook servers (official MCP SDK) against the binary;

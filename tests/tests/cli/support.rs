@@ -108,6 +108,24 @@ pub(crate) fn tool(id: &str, name: &str) -> Value {
     json!({"choices": [{"message": {"role": "assistant", "content": null, "tool_calls": [{"id": id, "type": "function", "function": {"name": name, "arguments": "{}"}}]}, "finish_reason": "tool_calls"}]})
 }
 
+/// An answer that ends the turn with `pieces` of text, served as a Chat
+/// Completions stream (server-sent events, one piece an event).
+pub(crate) fn streamed_end(pieces: &[&str]) -> Value {
+    json!({"sse_pieces": pieces})
+}
+
+/// The server-sent events of a [`streamed_end`] answer.
+fn sse_body(pieces: &Value) -> String {
+    let mut body = String::new();
+    for piece in pieces.as_array().into_iter().flatten() {
+        let chunk = json!({"choices": [{"index": 0, "delta": {"content": piece}}]});
+        body.push_str(&format!("data: {chunk}\n\n"));
+    }
+    let last = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    body.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
+    body
+}
+
 /// A fake OpenAI-compatible API on 127.0.0.1: answers each request with the
 /// next scripted answer (after its delay) and keeps every request body.
 pub(crate) struct FakeOpenAi {
@@ -127,7 +145,8 @@ impl FakeOpenAi {
         async fn handle(
             State((answers, requests)): State<Shared>,
             body: String,
-        ) -> (axum::http::StatusCode, String) {
+        ) -> axum::response::Response {
+            use axum::response::IntoResponse;
             requests
                 .lock()
                 .unwrap()
@@ -136,12 +155,20 @@ impl FakeOpenAi {
             match next {
                 Some((delay, answer)) => {
                     tokio::time::sleep(delay).await;
-                    (axum::http::StatusCode::OK, answer.to_string())
+                    match answer.get("sse_pieces") {
+                        Some(pieces) => (
+                            [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
+                            sse_body(pieces),
+                        )
+                            .into_response(),
+                        None => (axum::http::StatusCode::OK, answer.to_string()).into_response(),
+                    }
                 }
                 None => (
                     axum::http::StatusCode::BAD_REQUEST,
-                    "the fake model has no more answers".into(),
-                ),
+                    "the fake model has no more answers",
+                )
+                    .into_response(),
             }
         }
         let runtime = tokio::runtime::Builder::new_multi_thread()

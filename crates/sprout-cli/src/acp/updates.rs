@@ -65,6 +65,9 @@ pub(super) struct UpdateSink {
     rounds: Mutex<BTreeMap<u64, RoundView>>,
     /// `Some` until released.
     held: Mutex<Option<Vec<s::SessionUpdate>>>,
+    /// The current answer's text went out as it streamed, so the whole
+    /// text that follows it is not sent again.
+    streamed: std::sync::atomic::AtomicBool,
 }
 
 impl UpdateSink {
@@ -74,6 +77,7 @@ impl UpdateSink {
             session,
             rounds: Mutex::default(),
             held: Mutex::new(Some(Vec::new())),
+            streamed: std::sync::atomic::AtomicBool::new(false),
         })
     }
 
@@ -103,8 +107,19 @@ impl UpdateSink {
     }
 
     pub(super) fn into_sink(self: Arc<Self>) -> agent_loop::Sink {
+        use std::sync::atomic::Ordering;
         Arc::new(move |event: &AgentEvent| match event {
             AgentEvent::Hook(hook) if self.round_event(hook) => {}
+            // Each piece of a streamed answer is one chunk as it arrives.
+            AgentEvent::TextDelta { text } => {
+                self.streamed.store(true, Ordering::Relaxed);
+                self.emit(s::SessionUpdate::AgentMessageChunk(s::ContentChunk::new(
+                    text.clone().into(),
+                )));
+            }
+            AgentEvent::ModelRequest { .. } => self.streamed.store(false, Ordering::Relaxed),
+            // Already sent piece by piece.
+            AgentEvent::AssistantText { .. } if self.streamed.load(Ordering::Relaxed) => {}
             _ => {
                 for update in updates(event) {
                     self.emit(update);
