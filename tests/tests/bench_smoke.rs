@@ -30,6 +30,6 @@ fn xtask_bench_quick_runs_and_reports_every_figure() {
         .collect();
     assert_eq!(
         figures.into_iter().collect::<Vec<_>>(),
-        (1..=13).collect::<Vec<_>>()
+        (1..=15).collect::<Vec<_>>()
     );
 }

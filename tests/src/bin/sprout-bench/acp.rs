@@ -222,6 +222,59 @@ impl Surface {
     }
 }
 
+impl Surface {
+    /// Figure 15: prompt to first `agent_message_chunk` against a model that
+    /// takes `gap` to finish its answer, with streaming on and off (two
+    /// agents, no servers, prompts alternating). Returns (streamed, whole).
+    pub(crate) fn first_bytes(&self, gap: Duration, reps: usize) -> Result<(Stats, Stats), String> {
+        let scratch = Scratch::new("bench-acp-stream");
+        let mut streamed = self.acp(
+            &scratch,
+            "streamed",
+            &[("SPROUT_AGENT_STREAM", "on".into())],
+        )?;
+        let mut whole = self.acp(&scratch, "whole", &[("SPROUT_AGENT_STREAM", "off".into())])?;
+        let streamed_session = streamed.new_session(&scratch.0, &[])?;
+        let whole_session = whole.new_session(&scratch.0, &[])?;
+        self.model.call_tools("", 0);
+        self.model.set_gap(gap);
+        let mut firsts = (Vec::with_capacity(reps), Vec::with_capacity(reps));
+        let result = (|| {
+            for i in 0..=reps {
+                let a = streamed.prompt(&streamed_session)?;
+                let b = whole.prompt(&whole_session)?;
+                for (prompted, label) in [(&a, "streamed"), (&b, "whole")] {
+                    check_end(prompted, "hooks_off", 1)?;
+                    let text: String = prompted
+                        .updates
+                        .iter()
+                        .filter(|u| u["sessionUpdate"] == "agent_message_chunk")
+                        .filter_map(|u| u["content"]["text"].as_str())
+                        .collect();
+                    if text != "done" {
+                        return Err(format!("the {label} answer read {text:?}, not \"done\""));
+                    }
+                }
+                // The first pair warms up and is not counted.
+                if i > 0 {
+                    firsts
+                        .0
+                        .push(a.first_chunk.ok_or("no agent_message_chunk")?);
+                    firsts
+                        .1
+                        .push(b.first_chunk.ok_or("no agent_message_chunk")?);
+                }
+            }
+            Ok(())
+        })();
+        self.model.set_gap(Duration::ZERO);
+        result?;
+        streamed.finish();
+        whole.finish();
+        Ok((stats(firsts.0), stats(firsts.1)))
+    }
+}
+
 fn is_hook_round(update: &Value) -> bool {
     update["toolCallId"]
         .as_str()

@@ -33,6 +33,9 @@ struct Shared {
     next_call: AtomicU64,
     armed: AtomicBool,
     seen_tools: Mutex<Option<Vec<String>>>,
+    /// How long the model "thinks" between the first piece of its answer
+    /// and the rest, in µs; 0 answers at once, whole ([`FakeModel::set_gap`]).
+    gap_us: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -51,10 +54,51 @@ fn end_turn() -> &'static str {
     })
 }
 
+/// The end of the turn as server-sent events: "do" at once, then after
+/// `gap` "ne" and the end.
+fn streamed_end(gap: std::time::Duration) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    use futures::StreamExt;
+    let piece = |text: &str| {
+        let chunk = json!({"choices": [{"index": 0, "delta": {"content": text}}]});
+        format!("data: {chunk}\n\n")
+    };
+    let first = piece("do");
+    let end = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
+    let rest = format!("{}data: {end}\n\ndata: [DONE]\n\n", piece("ne"));
+    let body = futures::stream::once(async move { Ok::<_, std::convert::Infallible>(first) })
+        .chain(futures::stream::once(async move {
+            tokio::time::sleep(gap).await;
+            Ok(rest)
+        }));
+    (
+        [(header::CONTENT_TYPE, "text/event-stream")],
+        axum::body::Body::from_stream(body),
+    )
+        .into_response()
+}
+
 async fn answer(
     State(shared): State<Arc<Shared>>,
     body: axum::body::Bytes,
-) -> (StatusCode, [(header::HeaderName, &'static str); 1], String) {
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let gap = std::time::Duration::from_micros(shared.gap_us.load(Ordering::SeqCst));
+    if !gap.is_zero() {
+        // Figure 15: a model that takes `gap` to finish its answer, asked
+        // for a stream or not.
+        let streamed = body.windows(13).any(|w| w == b"\"stream\":true");
+        if streamed {
+            return streamed_end(gap);
+        }
+        tokio::time::sleep(gap).await;
+        return (
+            StatusCode::OK,
+            [(header::CONTENT_TYPE, "application/json")],
+            end_turn().to_owned(),
+        )
+            .into_response();
+    }
     if shared.armed.swap(false, Ordering::SeqCst) {
         let request: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
         let names = request["tools"]
@@ -87,6 +131,7 @@ async fn answer(
         [(header::CONTENT_TYPE, "application/json")],
         text,
     )
+        .into_response()
 }
 
 impl FakeModel {
@@ -110,6 +155,14 @@ impl FakeModel {
     pub(crate) fn call_tools(&self, tool: &str, n: usize) {
         *lock(&self.shared.tool) = tool.to_owned();
         self.shared.tool_calls_left.store(n, Ordering::SeqCst);
+    }
+
+    /// From now on the model takes `gap` to finish an answer, and streams
+    /// it ("do", then after `gap` the rest) when asked to; zero answers at
+    /// once, whole.
+    pub(crate) fn set_gap(&self, gap: std::time::Duration) {
+        let us = u64::try_from(gap.as_micros()).unwrap_or(u64::MAX);
+        self.shared.gap_us.store(us, Ordering::SeqCst);
     }
 
     /// Keep the tool names offered in the next request.

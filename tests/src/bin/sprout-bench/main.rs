@@ -9,10 +9,13 @@
 //!
 //! Figures 1 to 7 drive the libraries in this process (`hooks_mcp::Host`,
 //! `agent_loop::Agent`, `hooks_core::Session`) against real server processes.
-//! Figures 8 to 13 measure at the product surface: the real `sprout` binary,
-//! as `sprout acp` driven by a Rust ACP client over its stdio ([`acp`]) and
-//! as `sprout run --json` ([`run`]), against a fake OpenAI-compatible model on
-//! 127.0.0.1 that answers at once ([`fake_model`]).
+//! Figure 14 is \[E7\] at the host: tool-call hook points that no server
+//! lists. Figures 8 to 13 and 15 measure at the product surface: the real
+//! `sprout` binary, as `sprout acp` driven by a Rust ACP client over its
+//! stdio ([`acp`]) and as `sprout run --json` ([`run`]), against a fake
+//! OpenAI-compatible model on 127.0.0.1 ([`fake_model`]) that answers at
+//! once, whole (figure 15: that takes 20 ms to finish its answer, streamed
+//! or whole).
 //!
 //! ```text
 //! sprout-bench [--quick] [--out FILE] [--fixture PATH] [--sprout PATH]
@@ -275,6 +278,56 @@ async fn stop_round(host: &mut Host) -> Duration {
         }
     );
     took
+}
+
+/// Figure 14 \[E7\]: what the `_PreToolUse` and `_PostToolUse` questions of
+/// one tool call cost the host, with 8 instant servers that do not list
+/// those hook points (nothing to ask: answered at once, no round) or that
+/// all list them (two rounds, every server answering empty at once).
+async fn tool_hooks(fixture: &std::path::Path, listed: bool, reps: usize) -> Stats {
+    let hooks = if listed {
+        "_Stop,_PreToolUse,_PostToolUse"
+    } else {
+        "_Stop"
+    };
+    let mut host = start(
+        fixtures(fixture, 8, &["--tools", "t", "--hooks", hooks]),
+        10_000,
+    )
+    .await;
+    let cancel = CancellationToken::new();
+    let server = host.session().server_id("s0").expect("s0 is configured");
+    let call = hooks_core::ToolUse {
+        server,
+        tool: "t".into(),
+        arguments: json!({}),
+    };
+    host.begin_prompt().expect("no prompt runs");
+    let mut samples = Vec::with_capacity(reps);
+    for rep in 0..reps + reps / 10 {
+        let started = Instant::now();
+        let gates = host
+            .tools_requested(vec![call.clone()], &cancel)
+            .await
+            .expect("valid input");
+        assert_eq!(gates, [hooks_core::ToolGate::Run]);
+        let run = hooks_core::ToolRun {
+            call: call.clone(),
+            output: "ok".into(),
+            is_error: false,
+        };
+        let notes = host
+            .tools_ran(vec![run], &cancel)
+            .await
+            .expect("valid input");
+        assert_eq!(notes, [Vec::<hooks_core::HookText>::new()]);
+        // The first tenth warms up and is not counted.
+        if rep >= reps / 10 {
+            samples.push(started.elapsed());
+        }
+    }
+    host.shutdown().await;
+    stats(samples)
 }
 
 /// Figure 2: `_Stop` rounds against `host`'s instant servers, and the CPU
@@ -612,6 +665,10 @@ fn core_rate(run_for: Duration) -> f64 {
     decisions as f64 / started.elapsed().as_secs_f64()
 }
 
+/// Figure 15's model: how long it takes to finish an answer after its
+/// first piece.
+const FIRST_BYTE_GAP: Duration = Duration::from_millis(20);
+
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
     let mut args = match parse_args() {
@@ -707,6 +764,15 @@ async fn main() {
             None,
         );
     }
+    for listed in [false, true] {
+        let s = tool_hooks(&args.fixture, listed, reps).await;
+        let what = if listed {
+            "tool-call hooks of 1 call, 8 servers listing them"
+        } else {
+            "tool-call hooks of 1 call, no server listing them [E7]"
+        };
+        report.row("14", what, s, None);
+    }
     let loop_reps = if args.quick { 1 } else { 10 };
     let tool_round = agent_overhead(&args.fixture, 50, loop_reps).await;
     report.row(
@@ -748,6 +814,7 @@ async fn main() {
             stop.push((n, surface.stop_rounds(n, pairs)?));
         }
         let tools = surface.tool_loop(50, loop_reps)?;
+        let firsts = surface.first_bytes(FIRST_BYTE_GAP, if pairs > 20 { 100 } else { 3 })?;
         let runs = [0, 8]
             .into_iter()
             .map(|n| {
@@ -757,11 +824,11 @@ async fn main() {
                 ))
             })
             .collect::<Result<Vec<_>, String>>()?;
-        Ok((stop, tools, runs))
+        Ok((stop, tools, firsts, runs))
     })
     .await
     .unwrap_or_else(|e| panic!("the product-surface figures panicked: {e}"));
-    let (stop, tools, runs) = match product {
+    let (stop, tools, (streamed, whole), runs) = match product {
         Ok(figures) => figures,
         Err(e) => {
             eprintln!("sprout-bench: {e}");
@@ -831,6 +898,18 @@ async fn main() {
         "ACP tool round, 50-round loop ((loop − plain) / 50)",
         tools,
         versus("fig 4", tool_round),
+    );
+    report.row(
+        "15",
+        "ACP prompt → first chunk, model takes 20 ms, streamed",
+        streamed,
+        None,
+    );
+    report.row(
+        "15",
+        "ACP prompt → first chunk, model takes 20 ms, not streamed",
+        whole,
+        None,
     );
     for (n, s) in &runs {
         report.row(
