@@ -169,10 +169,15 @@ impl<T> Guarded<T> {
 
     /// Counts one inbound message; why it breaks a limit, if it does.
     fn admit(&mut self, message: &RxJsonRpcMessage<RoleClient>) -> Result<(), String> {
-        if matches!(
-            message,
-            JsonRpcMessage::Response(_) | JsonRpcMessage::Error(_)
-        ) {
+        // An error without an id answers no request of ours (a parse error,
+        // or a sloppy reply to one of our notifications): it counts against
+        // the rate like anything else unasked, never as an answer.
+        let answer = match message {
+            JsonRpcMessage::Response(_) => true,
+            JsonRpcMessage::Error(error) => error.id.is_some(),
+            _ => false,
+        };
+        if answer {
             self.answered += 1;
             let asked = self.asked.load(Ordering::SeqCst);
             return if self.answered <= asked {
@@ -376,6 +381,21 @@ mod tests {
         let (mut guarded, wire) = guarded((0..n).map(answer).collect());
         ask(&mut guarded, n).await;
         assert_eq!(drain(&mut guarded).await, n as usize);
+        assert_eq!(wire.wedged(), None);
+    }
+
+    // An error without an id (a reply to one of our notifications, say) is
+    // not an answer: an honest but sloppy server is not wedged by it.
+    #[tokio::test(start_paused = true)]
+    async fn errors_without_an_id_are_not_answers() {
+        let anonymous = ServerJsonRpcMessage::Error(rmcp::model::JsonRpcError {
+            jsonrpc: rmcp::model::JsonRpcVersion2_0,
+            id: None,
+            error: rmcp::model::ErrorData::method_not_found::<rmcp::model::InitializedNotificationMethod>(),
+        });
+        let (mut guarded, wire) = guarded(vec![answer(0), anonymous.clone(), anonymous]);
+        ask(&mut guarded, 1).await;
+        assert_eq!(drain(&mut guarded).await, 3);
         assert_eq!(wire.wedged(), None);
     }
 
