@@ -116,13 +116,13 @@ fn session_start_and_prompt_submit_through_run_e1_e2() {
     keys.sort_unstable();
     assert_eq!(keys, ["cwd", "prompt", "session_id"]);
     assert_eq!(fields["prompt"], "fix it");
-    assert!(
-        fields["session_id"]
-            .as_str()
-            .unwrap()
-            .starts_with("sprout-run-"),
-        "{fields:?}"
-    );
+    // The id of the session's saved transcript.
+    let id = fields["session_id"].as_str().unwrap();
+    let transcript = scratch
+        .0
+        .join(".state/sprout/sessions")
+        .join(format!("{id}.jsonl"));
+    assert!(transcript.is_file(), "{fields:?}");
     let cwd = std::fs::canonicalize(&scratch.0).unwrap();
     assert_eq!(fields["cwd"], cwd.display().to_string());
 }

@@ -54,6 +54,9 @@ pub(crate) fn sprout_command(
             cmd.env(key, value);
         }
     }
+    // Saved sessions go under the test's own directory, never the real
+    // ~/.local/state.
+    cmd.env("XDG_STATE_HOME", dir.join(".state"));
     cmd.envs(env.iter().copied());
     cmd
 }
