@@ -588,12 +588,9 @@ fn check_key(
 pub(crate) fn sessions_dir(args: &SessionsDirArgs) -> Result<PathBuf, ConfigProblem> {
     match &args.sessions_dir {
         Some(dir) => Ok(dir.clone()),
-        None => state_dir(
-            std::env::var_os("XDG_STATE_HOME"),
-            std::env::var_os("HOME"),
-        )
-        .map(|state| state.join("sprout").join("sessions"))
-        .ok_or(ConfigProblem::NoStateDir),
+        None => state_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
+            .map(|state| state.join("sprout").join("sessions"))
+            .ok_or(ConfigProblem::NoStateDir),
     }
 }
 
@@ -796,5 +793,22 @@ mod tests {
             message.starts_with("--anthropic-base-url=\"mailto:x@example.com\" is not an http"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn the_state_dir_is_xdg_state_home_else_home_local_state() {
+        let os = |s: &str| Some(OsString::from(s));
+        assert_eq!(state_dir(os("/x"), os("/h")), Some(PathBuf::from("/x")));
+        assert_eq!(
+            state_dir(None, os("/h")),
+            Some(PathBuf::from("/h/.local/state"))
+        );
+        // A relative or empty value is ignored, as the XDG spec says.
+        assert_eq!(
+            state_dir(os("rel"), os("/h")),
+            Some(PathBuf::from("/h/.local/state"))
+        );
+        assert_eq!(state_dir(os(""), os("")), None);
+        assert_eq!(state_dir(None, None), None);
     }
 }

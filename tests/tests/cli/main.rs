@@ -16,6 +16,8 @@ mod hookpoints;
 mod errors;
 // `sprout acp`: the Agent Client Protocol over the binary's stdio.
 mod acp;
+// Saved sessions: --continue, --resume, kills, corrupt transcripts, `sprout sessions`.
+mod sessions;
 // `sprout chat` in a pseudo-terminal.
 mod chat;
 // Floods, deaf servers, signals and terminal escapes against the binary [issue 10].
