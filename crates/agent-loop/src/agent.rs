@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use hooks_core::{
-    AbortReason, AskError, EndReason, HookContext, Injection, SessionEndReason, ToolGate,
+    AbortReason, AskError, Carried, EndReason, HookContext, Injection, SessionEndReason, ToolGate,
     TurnVerdict, UsageError,
 };
 use tokio_util::sync::CancellationToken;
@@ -26,6 +26,7 @@ use crate::event::{AgentEvent, Sink};
 use crate::gateway::{Gateway, ToolOutput, ToolSettings, cancelled_output};
 use crate::message::{Message, ToolCall, injection_pair};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
+use crate::transcript::{SavedSession, SessionObserver};
 
 /// The loop's settings.
 #[derive(Clone, Debug)]
@@ -86,6 +87,10 @@ pub struct Agent<G: Gateway> {
     started: bool,
     /// Whether `_SessionEnd` was told \[E6\].
     ended: bool,
+    /// Told of every change of the history, if set.
+    observer: Option<Box<dyn SessionObserver>>,
+    /// The policy state the observer was last told.
+    carried: Option<Carried>,
 }
 
 impl<G: Gateway> std::fmt::Debug for Agent<G> {
@@ -117,7 +122,34 @@ impl<G: Gateway> Agent<G> {
             context: HookContext::default(),
             started: false,
             ended: false,
+            observer: None,
+            carried: None,
         }
+    }
+
+    /// Tells `observer` of every change of the history as it happens (each
+    /// message appended, each compaction's fresh history), of the policy
+    /// state a resumed session restores when it changes, and of each
+    /// prompt's end: a [`crate::transcript::Transcript`], say.
+    pub fn with_observer(mut self, observer: impl SessionObserver + 'static) -> Agent<G> {
+        self.observer = Some(Box::new(observer));
+        self
+    }
+
+    /// Continues a saved session, before this agent's first prompt: its
+    /// history (whose calls all have results, as [`crate::transcript::read`]
+    /// leaves them), its first prompt and summary count for compaction,
+    /// and its policy state, restored in the gateway. `_SessionStart` is
+    /// still asked before the first model request of this process \[E1\].
+    /// `Err` if the gateway's policy refuses (a prompt is running).
+    pub fn resume(&mut self, saved: &SavedSession) -> Result<(), UsageError> {
+        self.gateway.restore(saved.carried)?;
+        self.history = saved.history.clone();
+        self.original_task = saved.original_task.clone();
+        self.summaries = saved.summaries;
+        self.anchor = None;
+        self.carried = Some(saved.carried);
+        Ok(())
     }
 
     /// The session id and working directory hooks may ask for \[K2\]
@@ -156,6 +188,28 @@ impl<G: Gateway> Agent<G> {
         (self.sink)(&event);
     }
 
+    /// Appends `message` to the history, telling the observer.
+    fn push(&mut self, message: Message) {
+        if let Some(observer) = &mut self.observer {
+            observer.appended(&message);
+        }
+        self.history.push(message);
+    }
+
+    /// Tells the observer the policy state, if it changed.
+    fn report_carried(&mut self) {
+        let Some(observer) = &mut self.observer else {
+            return;
+        };
+        let now = self.gateway.carried();
+        if now.is_some() && now != self.carried {
+            self.carried = now;
+            if let Some(carried) = now {
+                observer.carried(carried);
+            }
+        }
+    }
+
     /// Runs one prompt to its end.
     pub async fn run_prompt(&mut self, prompt: &str, cancel: &CancellationToken) -> PromptOutcome {
         self.emit(AgentEvent::PromptStarted {
@@ -178,7 +232,7 @@ impl<G: Gateway> Agent<G> {
             .original_task
             .get_or_insert_with(|| prompt.to_owned())
             .clone();
-        self.history.push(Message::user(prompt));
+        self.push(Message::user(prompt));
         // [E1], [E2]: what the session's and the prompt's hooks add goes
         // right after the prompt, before the first model request.
         if !std::mem::replace(&mut self.started, true) {
@@ -232,7 +286,7 @@ impl<G: Gateway> Agent<G> {
                 });
             }
             let calls = response.tool_calls.clone();
-            self.history.push(Message::Assistant {
+            self.push(Message::Assistant {
                 text: response.text.clone(),
                 tool_calls: calls.clone(),
             });
@@ -258,6 +312,8 @@ impl<G: Gateway> Agent<G> {
                     return self.abort(AbortReason::Failed, detail, last_text, rounds);
                 }
             };
+            // Before the objection's pairs: a budget once spent stays spent.
+            self.report_carried();
             match verdict {
                 TurnVerdict::RunTools => match self.run_tools(&calls, cancel).await {
                     Ok(()) => {}
@@ -396,7 +452,7 @@ impl<G: Gateway> Agent<G> {
                 text: output.text.clone(),
                 latency,
             });
-            self.history.push(Message::ToolResult {
+            self.push(Message::ToolResult {
                 call_id: call.id.clone(),
                 name: call.name.clone(),
                 content: output.text,
@@ -452,7 +508,9 @@ impl<G: Gateway> Agent<G> {
     fn inject(&mut self, injections: &[Injection]) {
         for injection in injections {
             self.emit_injected(injection);
-            self.history.extend(injection_pair(injection));
+            for message in injection_pair(injection) {
+                self.push(message);
+            }
         }
     }
 
@@ -586,6 +644,9 @@ impl<G: Gateway> Agent<G> {
             Err(AskError::Usage(e)) => return Err(e),
         };
         self.history = fresh(&self.history, &injections);
+        if let Some(observer) = &mut self.observer {
+            observer.replaced(summary.is_some(), &self.history);
+        }
         self.anchor = None;
         if cancel.is_cancelled() {
             return Ok(Step::Cancelled);
@@ -620,11 +681,16 @@ impl<G: Gateway> Agent<G> {
             detail: detail.clone(),
             rounds,
         });
-        PromptOutcome {
+        let outcome = PromptOutcome {
             reason,
             detail,
             text,
             rounds,
+        };
+        self.report_carried();
+        if let Some(observer) = &mut self.observer {
+            observer.prompt_ended(&outcome);
         }
+        outcome
     }
 }

@@ -10,8 +10,8 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use hooks_core::{
-    AbortReason, AskError, EndReason, HookContext, HookText, Injection, Session, SessionEndReason,
-    StopReason, ToolGate, ToolUse, TurnVerdict, UsageError,
+    AbortReason, AskError, Carried, EndReason, HookContext, HookText, Injection, Session,
+    SessionEndReason, StopReason, ToolGate, ToolUse, TurnVerdict, UsageError,
 };
 use tokio_util::sync::CancellationToken;
 
@@ -172,6 +172,21 @@ pub trait Gateway: Send {
     /// answers are ignored, within its short deadline.
     async fn end_session(&mut self, reason: SessionEndReason) {
         let _ = reason;
+    }
+
+    /// What of the policy a session resumed in another process must carry
+    /// over ([`Carried`]: the `_Stop` budget used, the rounds asked);
+    /// `None` (the default) for a gateway without a policy to carry.
+    fn carried(&self) -> Option<Carried> {
+        None
+    }
+
+    /// Continues a saved session's policy state, between prompts
+    /// ([`Session::restore`] for a gateway on the `hooks-core` policy). The
+    /// default keeps nothing.
+    fn restore(&mut self, carried: Carried) -> Result<(), UsageError> {
+        let _ = carried;
+        Ok(())
     }
 
     /// Ends the prompt on the loop's behalf; returns why it ended \[S5\].

@@ -18,6 +18,11 @@
 //! - The history: [`Message`], the hook pairs ([`injection_pair`]) \[I1\],
 //!   and the pairing rule every request keeps ([`check_pairing`]).
 //! - The one event stream: [`AgentEvent`] into a [`Sink`] \[O1\], \[O2\].
+//! - Sessions that survive the process, in [`transcript`]: the JSON Lines
+//!   [`transcript::Transcript`] written as the loop goes (a
+//!   [`transcript::SessionObserver`] of the history,
+//!   [`Agent::with_observer`]), read back by [`transcript::read`] into a
+//!   [`transcript::SavedSession`] that [`Agent::resume`] continues.
 //!
 //! The loop decides nothing about hooks itself: whether to stop, continue or
 //! inject comes from `hooks-core` through the gateway.
@@ -35,6 +40,7 @@ mod mcp;
 mod message;
 mod model;
 pub mod providers;
+pub mod transcript;
 
 pub use agent::{Agent, AgentSettings, DEFAULT_SYSTEM_PROMPT, PromptOutcome};
 pub use compaction::CompactionSettings;

@@ -49,6 +49,14 @@ impl Gateway for Host {
         Host::begin_prompt(self)
     }
 
+    fn carried(&self) -> Option<hooks_core::Carried> {
+        Some(self.session().carried())
+    }
+
+    fn restore(&mut self, carried: hooks_core::Carried) -> Result<(), UsageError> {
+        Host::restore(self, carried)
+    }
+
     async fn session_start(
         &mut self,
         context: HookContext,

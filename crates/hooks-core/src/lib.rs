@@ -77,7 +77,7 @@ pub use inject::{HookText, Injection};
 pub use input::{HookInput, InputField, ListedTool};
 pub use name::{HookPoint, ServerName, ServerNameError};
 pub use session::{
-    AbortReason, AskError, CallId, HookContext, Input, Output, ServerId, ServerSetup, ServerState,
-    Session, SetupError, ToolGate, ToolRun, ToolUse, TurnVerdict, UsageError,
+    AbortReason, AskError, CallId, Carried, HookContext, Input, Output, ServerId, ServerSetup,
+    ServerState, Session, SetupError, ToolGate, ToolRun, ToolUse, TurnVerdict, UsageError,
 };
 pub use time::Time;

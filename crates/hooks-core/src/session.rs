@@ -137,6 +137,19 @@ pub struct HookContext {
     pub cwd: String,
 }
 
+/// What a session carries into its continuation in another process (from a
+/// saved transcript): read with [`Session::carried`], given back with
+/// [`Session::restore`] \[S3\].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Carried {
+    /// `_Stop` objections charged in the budget's scope \[S3\], \[G1\].
+    pub budget_used: u32,
+    /// Hook rounds asked so far. The continued session numbers its rounds
+    /// after them, so the synthetic call ids of its pairs (`sprout-R-I`)
+    /// stay unique in the history it inherits \[I1\].
+    pub rounds: u64,
+}
+
 /// One model tool call that resolved to a real tool ([`Session::resolve`]),
 /// about to run \[E3\].
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -608,6 +621,32 @@ impl Session {
     /// or the running (else the last) prompt \[S3\], \[G1\].
     pub fn budget_used(&self) -> u32 {
         self.budget_used
+    }
+
+    /// What a continuation of this session in another process must carry
+    /// over: the budget used and the rounds asked.
+    pub fn carried(&self) -> Carried {
+        Carried {
+            budget_used: self.budget_used,
+            rounds: self.next_round - 1,
+        }
+    }
+
+    /// Continues a session saved elsewhere: the `_Stop` budget it used
+    /// counts here (at most this session's budget), and rounds are
+    /// numbered after its rounds. Asked between prompts, before the
+    /// session ends. With [`BudgetScope::Prompt`] the next prompt refills
+    /// the budget as ever \[G1\].
+    pub fn restore(&mut self, carried: Carried) -> Result<(), UsageError> {
+        if self.ended.is_some() {
+            return Err(UsageError::SessionEnded);
+        }
+        if self.prompt.is_some() {
+            return Err(UsageError::PromptRunning);
+        }
+        self.budget_used = carried.budget_used.min(self.config.stop_budget.get());
+        self.next_round = self.next_round.max(carried.rounds.saturating_add(1));
+        Ok(())
     }
 
     /// Whether a prompt is running.

@@ -225,6 +225,12 @@ impl Host {
         &self.session
     }
 
+    /// Continues a session saved by another process: its budget used and
+    /// rounds asked ([`Session::restore`]). Asked between prompts.
+    pub fn restore(&mut self, carried: hooks_core::Carried) -> Result<(), UsageError> {
+        self.session.restore(carried)
+    }
+
     /// Warnings seen so far (\[N3\], \[N4\], \[H4\], \[A3\]).
     pub fn warnings(&self) -> &[Warning] {
         &self.warnings

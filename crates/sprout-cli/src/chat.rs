@@ -14,7 +14,7 @@
 use std::sync::{Arc, Mutex};
 
 use agent_loop::{Agent, AgentSettings, Model};
-use hooks_core::{HookConfig, HookContext, SessionEndReason};
+use hooks_core::{HookConfig, SessionEndReason};
 use hooks_mcp::{HostOptions, ServerSpec};
 use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
@@ -22,11 +22,9 @@ use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::render::Renderer;
+use crate::sessions::Plan;
 use crate::signals::{EXIT_SIGINT, Signals};
-use crate::{
-    EXIT_FAILURE, EXIT_OK, OUTPUT_DRAIN, report_down_servers, report_error, run_session_id,
-    start_host, working_directory,
-};
+use crate::{EXIT_FAILURE, EXIT_OK, OUTPUT_DRAIN, report_down_servers, report_error, start_host};
 
 /// What the input line shows.
 const PROMPT: &str = "sprout> ";
@@ -108,6 +106,7 @@ pub(crate) async fn chat(
     config: HookConfig,
     options: HostOptions,
     settings: AgentSettings,
+    plan: Plan,
 ) -> i32 {
     let mut editor = match DefaultEditor::new() {
         Ok(editor) => editor,
@@ -118,7 +117,8 @@ pub(crate) async fn chat(
     };
     let renderer = Renderer::new(false);
     let stdout = renderer.stdout();
-    let sink = renderer.into_sink();
+    let (context, sink, transcript) = plan.begin(renderer.into_sink());
+    let saved = transcript.is_some();
     let signals = Signals::install_without_interrupt();
     let running = Running::default();
     running.listen();
@@ -130,11 +130,14 @@ pub(crate) async fn chat(
         }
     };
     report_down_servers(&host);
-    let context = HookContext {
-        session_id: run_session_id(),
-        cwd: working_directory(),
+    let agent = Agent::new(model, host, settings, sink).with_hook_context(context.clone());
+    let mut agent = match plan.attach(agent, transcript) {
+        Ok(agent) => agent,
+        Err(code) => {
+            stdout.finish(OUTPUT_DRAIN);
+            return code;
+        }
     };
-    let mut agent = Agent::new(model, host, settings, sink).with_hook_context(context);
     let mut code = EXIT_OK;
     loop {
         // Everything shown so far is on the terminal before the input line.
@@ -180,5 +183,6 @@ pub(crate) async fn chat(
     agent.end_session(reason).await;
     agent.into_gateway().shutdown().await;
     stdout.finish(OUTPUT_DRAIN);
+    plan.farewell(&context, saved);
     signals.exit_status().unwrap_or(code)
 }

@@ -23,7 +23,8 @@ pub(crate) struct Cli {
 #[derive(Debug, Subcommand)]
 #[allow(clippy::large_enum_variant)] // Parsed once per process.
 pub(crate) enum Command {
-    /// Run one prompt in a new session ("-" reads it from stdin).
+    /// Run one prompt in a new session, or in a saved one with --continue
+    /// or --resume ("-" reads the prompt from stdin).
     Run {
         /// The prompt, or "-" to read it from stdin.
         prompt: String,
@@ -31,6 +32,10 @@ pub(crate) enum Command {
         session: SessionArgs,
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        save: SaveArgs,
+        #[command(flatten)]
+        resume: ResumeArgs,
     },
     /// An interactive session in the terminal: several prompts, one session
     /// (one objection budget). Ctrl-C cancels the running prompt; Ctrl-C or
@@ -40,6 +45,20 @@ pub(crate) enum Command {
         session: SessionArgs,
         #[command(flatten)]
         model: ModelArgs,
+        #[command(flatten)]
+        save: SaveArgs,
+        #[command(flatten)]
+        resume: ResumeArgs,
+    },
+    /// List saved sessions, newest first: id, start, prompts, why the last
+    /// prompt stopped, directory. `sprout run --continue` or `--resume ID`
+    /// picks one up.
+    Sessions {
+        #[command(flatten)]
+        dir: SessionsDirArgs,
+        /// Print them as one JSON object.
+        #[arg(long)]
+        json: bool,
     },
     /// The offline demo: a scripted model and the bundled todo hook server
     /// show an objection, a compaction and a re-injection. No key, no network.
@@ -306,4 +325,35 @@ pub(crate) struct ModelArgs {
         default_value = "120000"
     )]
     pub(crate) stream_idle_ms: String,
+}
+
+/// Where saved sessions are.
+#[derive(Debug, Args)]
+pub(crate) struct SessionsDirArgs {
+    /// The directory of saved session transcripts [default:
+    /// $XDG_STATE_HOME/sprout/sessions, else ~/.local/state/sprout/sessions].
+    #[arg(long, env = "SPROUT_SESSIONS_DIR", value_name = "DIR")]
+    pub(crate) sessions_dir: Option<PathBuf>,
+}
+
+/// Whether and where this session is saved.
+#[derive(Debug, Args)]
+pub(crate) struct SaveArgs {
+    #[command(flatten)]
+    pub(crate) dir: SessionsDirArgs,
+    /// Do not save this session's transcript (SPROUT_SESSIONS=off does the
+    /// same; its other value is `on`, the default).
+    #[arg(long)]
+    pub(crate) no_save: bool,
+}
+
+/// Which saved session to pick up.
+#[derive(Debug, Args)]
+pub(crate) struct ResumeArgs {
+    /// Continue the newest saved session started in this directory.
+    #[arg(long = "continue", conflicts_with = "resume")]
+    pub(crate) continue_last: bool,
+    /// Continue the saved session with this id (see `sprout sessions`).
+    #[arg(long, value_name = "ID")]
+    pub(crate) resume: Option<String>,
 }

@@ -10,6 +10,8 @@
 //! - `demo`: the offline demo's script and settings.
 //! - `acp`: `sprout acp`, the Agent Client Protocol agent.
 //! - `chat`: `sprout chat`, the interactive session.
+//! - `sessions`: saved sessions: which one to pick up, the transcript a
+//!   session writes, `sprout sessions`.
 //! - `signals`: SIGINT, SIGTERM and SIGHUP.
 
 mod acp;
@@ -17,6 +19,7 @@ mod chat;
 mod cli;
 mod demo;
 mod render;
+mod sessions;
 mod settings;
 mod signals;
 mod stdout;
@@ -137,6 +140,8 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
             prompt,
             session,
             model,
+            save,
+            resume,
         } => {
             let m = sub(matches, "run");
             let prompt = read_prompt(&prompt)?;
@@ -145,6 +150,11 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
             let options = settings::host_options(&session, m)?;
             let agent_settings = settings::agent_settings(&session, m)?;
             let model = settings::model(&model, m)?;
+            let plan = sessions::Plan::new(
+                settings::saving(&save)?,
+                || settings::sessions_dir(&save.dir),
+                &resume,
+            )?;
             Ok(run_session(
                 model,
                 specs,
@@ -153,17 +163,32 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 agent_settings,
                 &prompt,
                 session.json,
+                plan,
             )
             .await)
         }
-        Command::Chat { session, model } => {
+        Command::Chat {
+            session,
+            model,
+            save,
+            resume,
+        } => {
             let m = sub(matches, "chat");
             let config = settings::hook_config(&session, m)?;
             let specs = settings::servers(&session)?;
             let options = settings::host_options(&session, m)?;
             let agent_settings = settings::agent_settings(&session, m)?;
             let model = settings::model(&model, m)?;
-            Ok(chat::chat(model, specs, config, options, agent_settings).await)
+            let plan = sessions::Plan::new(
+                settings::saving(&save)?,
+                || settings::sessions_dir(&save.dir),
+                &resume,
+            )?;
+            Ok(chat::chat(model, specs, config, options, agent_settings, plan).await)
+        }
+        Command::Sessions { dir, json } => {
+            let dir = settings::sessions_dir(&dir)?;
+            Ok(sessions::list_command(&dir, json))
         }
         Command::Demo { json } => {
             let model = agent_loop::providers::ScriptModel::parse("the demo script", demo::SCRIPT)
@@ -177,6 +202,8 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 demo::settings(),
                 demo::PROMPT,
                 json,
+                // The demo is not saved: it is the same every time.
+                sessions::Plan::default(),
             )
             .await;
             Ok(code)
@@ -324,6 +351,7 @@ fn report_down_servers(host: &Host) -> bool {
     any
 }
 
+#[allow(clippy::too_many_arguments)] // One call per command; each is its own setting.
 async fn run_session(
     model: Arc<dyn Model>,
     specs: Vec<ServerSpec>,
@@ -332,10 +360,13 @@ async fn run_session(
     settings: AgentSettings,
     prompt: &str,
     json: bool,
+    plan: sessions::Plan,
 ) -> i32 {
     let renderer = Renderer::new(json);
     let stdout = renderer.stdout();
-    let sink = renderer.into_sink();
+    // The transcript is written from the start: server start-up events too.
+    let (context, sink, transcript) = plan.begin(renderer.into_sink());
+    let saved = transcript.is_some();
     // Signals are honoured from the start, server start-up included.
     let signals = Signals::install();
     let host = match start_host(specs, config, options, sink.clone(), &signals).await {
@@ -346,11 +377,14 @@ async fn run_session(
         }
     };
     report_down_servers(&host);
-    let context = HookContext {
-        session_id: run_session_id(),
-        cwd: working_directory(),
+    let agent = Agent::new(model, host, settings, sink).with_hook_context(context.clone());
+    let mut agent = match plan.attach(agent, transcript) {
+        Ok(agent) => agent,
+        Err(code) => {
+            stdout.finish(OUTPUT_DRAIN);
+            return code;
+        }
     };
-    let mut agent = Agent::new(model, host, settings, sink).with_hook_context(context);
     let outcome = agent.run_prompt(prompt, signals.token()).await;
     // [E6]: told within 1 s; a second signal exits at once meanwhile.
     let reason = if signals.token().is_cancelled() {
@@ -361,6 +395,7 @@ async fn run_session(
     agent.end_session(reason).await;
     agent.into_gateway().shutdown().await;
     stdout.finish(OUTPUT_DRAIN);
+    plan.farewell(&context, saved && !json);
     if let Some(status) = signals.exit_status() {
         return status;
     }
@@ -369,15 +404,6 @@ async fn run_session(
         reason if reason.is_normal() => EXIT_OK,
         _ => EXIT_FAILURE,
     }
-}
-
-/// The id of a `sprout run` session, as hooks get it \[K2\]: unique on this
-/// machine at this time.
-fn run_session_id() -> String {
-    let millis = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_millis());
-    format!("sprout-run-{}-{millis}", std::process::id())
 }
 
 /// The working directory as hooks get it (`cwd`) \[K2\]; empty if unknown.

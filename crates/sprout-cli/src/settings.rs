@@ -4,6 +4,7 @@
 //! variable it came from (or the file and key) and the bad value, and exit
 //! status 2.
 
+use std::ffi::OsString;
 use std::ops::RangeInclusive;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -17,7 +18,7 @@ use clap::parser::ValueSource;
 use hooks_core::{ConfigError, HookConfig};
 use hooks_mcp::{HostOptions, ServerSpec, SpecError};
 
-use crate::cli::{ModelArgs, SessionArgs};
+use crate::cli::{ModelArgs, SaveArgs, SessionArgs, SessionsDirArgs};
 
 /// A configuration problem: what to print, with exit status 2. A setting's
 /// problem names the flag or variable it came from (`setting`), or the file.
@@ -169,6 +170,41 @@ pub(crate) enum ConfigProblem {
     /// The demo cannot find this binary to run its todo server.
     #[error("cannot find the sprout binary to run its todo server: {0}")]
     OwnBinary(#[source] std::io::Error),
+    /// Neither a sessions directory nor a state directory to put it in.
+    #[error(
+        "cannot tell where to keep sessions: neither XDG_STATE_HOME nor HOME is set; pass --sessions-dir DIR (or set SPROUT_SESSIONS_DIR), or --no-save"
+    )]
+    NoStateDir,
+    /// `SPROUT_SESSIONS` is neither `on` nor `off`.
+    #[error("SPROUT_SESSIONS={0:?} is not valid: expected on or off")]
+    SessionsSwitch(String),
+    /// `--resume ID` of no saved session.
+    #[error("--resume {id:?}: no saved session has that id in {}; see `sprout sessions`", dir.display())]
+    NoSuchSession {
+        /// The id given.
+        id: String,
+        /// Where sessions were looked for.
+        dir: PathBuf,
+    },
+    /// `--continue` where no session was started.
+    #[error("--continue: no saved session was started in {cwd} (looked in {}); see `sprout sessions`", dir.display())]
+    NoSessionHere {
+        /// This directory.
+        cwd: String,
+        /// Where sessions were looked for.
+        dir: PathBuf,
+    },
+    /// A saved session that cannot be read at all.
+    #[error(transparent)]
+    Transcript(agent_loop::transcript::ReadError),
+    /// The sessions directory cannot be listed.
+    #[error("cannot list the saved sessions in {}: {source}", dir.display())]
+    ListSessions {
+        /// The directory.
+        dir: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
 }
 
 /// How the setting with clap id `id` is named to the person: its flag if the
@@ -574,6 +610,47 @@ fn check_key(
     Ok(())
 }
 
+/// The directory of saved sessions: `--sessions-dir` (or
+/// `SPROUT_SESSIONS_DIR`), else the XDG state directory's
+/// `sprout/sessions`.
+pub(crate) fn sessions_dir(args: &SessionsDirArgs) -> Result<PathBuf, ConfigProblem> {
+    match &args.sessions_dir {
+        Some(dir) => Ok(dir.clone()),
+        None => state_dir(std::env::var_os("XDG_STATE_HOME"), std::env::var_os("HOME"))
+            .map(|state| state.join("sprout").join("sessions"))
+            .ok_or(ConfigProblem::NoStateDir),
+    }
+}
+
+/// `$XDG_STATE_HOME`, else `$HOME/.local/state`. As the XDG base directory
+/// spec says, a relative or empty `XDG_STATE_HOME` is ignored (and so is a
+/// relative or empty `HOME`).
+fn state_dir(xdg: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
+    let absolute = |v: Option<OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
+    absolute(xdg).or_else(|| absolute(home).map(|h| h.join(".local").join("state")))
+}
+
+/// Where this session is saved, or `None` for `--no-save` or
+/// `SPROUT_SESSIONS=off`.
+pub(crate) fn saving(args: &SaveArgs) -> Result<Option<PathBuf>, ConfigProblem> {
+    let on = match std::env::var_os("SPROUT_SESSIONS") {
+        None => true,
+        Some(value) => match value.to_string_lossy().trim() {
+            word if word.eq_ignore_ascii_case("on") => true,
+            word if word.eq_ignore_ascii_case("off") => false,
+            _ => {
+                return Err(ConfigProblem::SessionsSwitch(
+                    value.to_string_lossy().into_owned(),
+                ));
+            }
+        },
+    };
+    if args.no_save || !on {
+        return Ok(None);
+    }
+    sessions_dir(&args.dir).map(Some)
+}
+
 #[cfg(test)]
 mod tests {
     use clap::{CommandFactory, FromArgMatches};
@@ -744,5 +821,22 @@ mod tests {
             message.starts_with("--anthropic-base-url=\"mailto:x@example.com\" is not an http"),
             "{message}"
         );
+    }
+
+    #[test]
+    fn the_state_dir_is_xdg_state_home_else_home_local_state() {
+        let os = |s: &str| Some(OsString::from(s));
+        assert_eq!(state_dir(os("/x"), os("/h")), Some(PathBuf::from("/x")));
+        assert_eq!(
+            state_dir(None, os("/h")),
+            Some(PathBuf::from("/h/.local/state"))
+        );
+        // A relative or empty value is ignored, as the XDG spec says.
+        assert_eq!(
+            state_dir(os("rel"), os("/h")),
+            Some(PathBuf::from("/h/.local/state"))
+        );
+        assert_eq!(state_dir(os(""), os("")), None);
+        assert_eq!(state_dir(None, None), None);
     }
 }

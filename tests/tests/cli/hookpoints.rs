@@ -7,19 +7,9 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use crate::support::{
-    FakeOpenAi, Scratch, end, fixture, mcp_config, run_sprout, sprout_command, text, tool,
-    write_mcp_servers,
+    FakeOpenAi, Scratch, assert_ok, end, env_with, fixture, mcp_config, run_sprout, sprout_command,
+    text, tool, write_mcp_servers,
 };
-
-/// The environment of the fake model plus `extra`.
-fn env_with<'a>(
-    fake: &'a [(&'static str, String)],
-    extra: &[(&'static str, &'a str)],
-) -> Vec<(&'a str, &'a str)> {
-    let mut env: Vec<(&str, &str)> = fake.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    env.extend(extra.iter().copied());
-    env
-}
 
 /// The arguments of every logged call of `hook`, in order.
 fn arguments(log: &str, hook: &str) -> Vec<Value> {
@@ -39,17 +29,6 @@ fn tool_contents(request: &Value) -> Vec<String> {
         .filter(|m| m["role"] == "tool")
         .map(|m| m["content"].as_str().unwrap_or_default().to_owned())
         .collect()
-}
-
-fn assert_ok(out: &std::process::Output) -> String {
-    let stdout = text(&out.stdout);
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{stdout}\n{}",
-        text(&out.stderr)
-    );
-    stdout
 }
 
 // [E1], [E2], [K1], [K2]: `_SessionStart` and `_UserPromptSubmit` answers
@@ -116,13 +95,13 @@ fn session_start_and_prompt_submit_through_run_e1_e2() {
     keys.sort_unstable();
     assert_eq!(keys, ["cwd", "prompt", "session_id"]);
     assert_eq!(fields["prompt"], "fix it");
-    assert!(
-        fields["session_id"]
-            .as_str()
-            .unwrap()
-            .starts_with("sprout-run-"),
-        "{fields:?}"
-    );
+    // The id of the session's saved transcript.
+    let id = fields["session_id"].as_str().unwrap();
+    let transcript = scratch
+        .0
+        .join(".state/sprout/sessions")
+        .join(format!("{id}.jsonl"));
+    assert!(transcript.is_file(), "{fields:?}");
     let cwd = std::fs::canonicalize(&scratch.0).unwrap();
     assert_eq!(fields["cwd"], cwd.display().to_string());
 }

@@ -11,18 +11,9 @@ use nix::unistd::Pid;
 use serde_json::json;
 
 use crate::support::{
-    FakeOpenAi, Scratch, all_gone, end, gate_server, logged_pids, mcp_config, run_sprout,
+    FakeOpenAi, Scratch, all_gone, end, env_with, gate_server, logged_pids, mcp_config, run_sprout,
     sprout_command, text, write_mcp_servers,
 };
-
-fn env_with<'a>(
-    fake: &'a [(&'static str, String)],
-    extra: &[(&'a str, &'a str)],
-) -> Vec<(&'a str, &'a str)> {
-    let mut env: Vec<(&str, &str)> = fake.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    env.extend(extra.iter().copied());
-    env
-}
 
 /// A process's peak resident memory (VmHWM) in KiB, from /proc.
 fn peak_kib(pid: u32) -> Option<u64> {

@@ -16,6 +16,8 @@ mod hookpoints;
 mod errors;
 // `sprout acp`: the Agent Client Protocol over the binary's stdio.
 mod acp;
+// Saved sessions: --continue, --resume, kills, corrupt transcripts, `sprout sessions`.
+mod sessions;
 // `sprout chat` in a pseudo-terminal.
 mod chat;
 // Streamed answers: text as it arrives, once, human and --json.

@@ -3,18 +3,9 @@
 use std::time::{Duration, Instant};
 
 use crate::support::{
-    FakeOpenAi, Scratch, alive, all_gone, end, fixture, gate_server, logged_pids, mcp_config,
-    run_sprout, sprout_command, text, tool, write_mcp_servers,
+    FakeOpenAi, Scratch, alive, all_gone, end, env_with, fixture, gate_server, logged_pids,
+    mcp_config, run_sprout, sprout_command, text, tool, write_mcp_servers,
 };
-
-fn env_of<'a>(
-    fake: &'a [(&'static str, String)],
-    extra: &[(&'static str, &'a str)],
-) -> Vec<(&'a str, &'a str)> {
-    let mut env: Vec<(&str, &str)> = fake.iter().map(|(k, v)| (*k, v.as_str())).collect();
-    env.extend(extra.iter().copied());
-    env
-}
 
 // An objection, then a stop; the hook's text reached the model as a tool
 // result holding the JSON envelope [I1], [I2].
@@ -34,7 +25,7 @@ fn objection_then_stop() {
         (Duration::ZERO, end("done now")),
     ]);
     let fake_env = fake.env();
-    let env = env_of(&fake_env, &[("MCP_HOOK_SERVERS", "*")]);
+    let env = env_with(&fake_env, &[("MCP_HOOK_SERVERS", "*")]);
     let out = run_sprout(
         &["run", "fix it", "--mcp-config", &config],
         &env,
@@ -77,7 +68,7 @@ fn consecutive_rule_and_budget() {
         (Duration::ZERO, end("done, really")),
     ]);
     let fake_env = fake.env();
-    let env = env_of(&fake_env, &[("MCP_HOOK_SERVERS", "nag")]);
+    let env = env_with(&fake_env, &[("MCP_HOOK_SERVERS", "nag")]);
     let out = run_sprout(&["run", "x", "--mcp-config", &config], &env, &scratch.0);
     assert!(
         text(&out.stdout).contains("stopped: declined"),
@@ -92,7 +83,7 @@ fn consecutive_rule_and_budget() {
         (Duration::ZERO, end("b")),
     ]);
     let fake_env = fake.env();
-    let env = env_of(
+    let env = env_with(
         &fake_env,
         &[
             ("MCP_HOOK_SERVERS", "*"),
@@ -114,7 +105,7 @@ fn hanging_hook_times_out() {
     let config = mcp_config(&scratch, &[("slow", vec!["--stop", "hang"])]);
     let fake = FakeOpenAi::start(vec![(Duration::ZERO, end("done"))]);
     let fake_env = fake.env();
-    let env = env_of(
+    let env = env_with(
         &fake_env,
         &[
             ("MCP_HOOK_SERVERS", "*"),
@@ -172,7 +163,7 @@ fn killed_and_restarted_server() {
         (Duration::ZERO, end("5")),
     ]);
     let fake_env = fake.env();
-    let env = env_of(
+    let env = env_with(
         &fake_env,
         &[
             ("MCP_HOOK_SERVERS", "*"),
@@ -236,7 +227,7 @@ fn ctrl_c_mid_hook_exits_130_and_cleans_up() {
     );
     let fake = FakeOpenAi::start(vec![(Duration::ZERO, end("done"))]);
     let fake_env = fake.env();
-    let env = env_of(
+    let env = env_with(
         &fake_env,
         &[
             ("MCP_HOOK_SERVERS", "*"),
@@ -293,7 +284,7 @@ fn a_killed_gate_takes_its_command_with_it() {
         (Duration::ZERO, end("3")),
     ]);
     let fake_env = fake.env();
-    let env = env_of(
+    let env = env_with(
         &fake_env,
         &[
             ("MCP_HOOK_SERVERS", "*"),

@@ -54,6 +54,9 @@ pub(crate) fn sprout_command(
             cmd.env(key, value);
         }
     }
+    // Saved sessions go under the test's own directory, never the real
+    // ~/.local/state.
+    cmd.env("XDG_STATE_HOME", dir.join(".state"));
     cmd.envs(env.iter().copied());
     cmd
 }
@@ -67,6 +70,28 @@ pub(crate) fn run_sprout(args: &[&str], env: &[(&str, &str)], dir: &std::path::P
 
 pub(crate) fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// The environment of the fake model (`FakeOpenAi::env`) plus `extra`.
+pub(crate) fn env_with<'a>(
+    fake: &'a [(&'static str, String)],
+    extra: &[(&'a str, &'a str)],
+) -> Vec<(&'a str, &'a str)> {
+    let mut env: Vec<(&str, &str)> = fake.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    env.extend(extra.iter().copied());
+    env
+}
+
+/// Asserts that sprout exited 0, showing its output if not; its stdout.
+pub(crate) fn assert_ok(out: &Output) -> String {
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    stdout
 }
 
 pub(crate) use sprout_tests::{Scratch, alive, all_gone, logged_pids};

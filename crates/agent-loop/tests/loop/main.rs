@@ -15,5 +15,7 @@ mod hookpoints;
 // cuts, error events, stalls, refusals, the size cap, cancellation, and the
 // same history as whole answers.
 mod streaming;
+// Sessions that survive: the observer's records, resumed by a new agent.
+mod sessions;
 // Random scripts, hooks, compactions and cancellations.
 mod properties;

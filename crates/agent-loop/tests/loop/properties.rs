@@ -8,7 +8,7 @@ use hooks_core::{HookPoint, StopReason};
 use proptest::prelude::*;
 use tokio_util::sync::CancellationToken;
 
-use crate::support::{FakeGateway, FakeServer, Recorder, recording_sink};
+use crate::support::{FakeGateway, FakeServer, Recorder, Records, recording_sink};
 
 #[derive(Clone, Debug)]
 enum Turn {
@@ -97,7 +97,9 @@ proptest! {
     /// rounds it reports are exactly the model requests it made (summaries
     /// apart). Every hook point is active: `_PreToolUse` refuses some calls
     /// of a turn, and a refused call is never run, yet keeps its one result
-    /// (an error holding the refusal) [E3].
+    /// (an error holding the refusal) [E3]. The observer is told every
+    /// change: its records read back as the history the agent holds, with
+    /// the policy state the gateway holds.
     #[test]
     fn every_call_has_its_result_and_the_loop_ends(
         turns in proptest::collection::vec(turn(), 1..40),
@@ -138,7 +140,9 @@ proptest! {
                 ..AgentSettings::default()
             };
             let (sink, _) = recording_sink();
-            let mut agent = Agent::new(Arc::clone(&model) as Arc<dyn agent_loop::Model>, gateway, settings, sink);
+            let records = Records::default();
+            let mut agent = Agent::new(Arc::clone(&model) as Arc<dyn agent_loop::Model>, gateway, settings, sink)
+                .with_observer(records.clone());
             for p in 0..prompts {
                 let token = CancellationToken::new();
                 if let Some((prompt, after_ms)) = cancel && prompt == p {
@@ -156,6 +160,12 @@ proptest! {
                     .count();
                 assert_eq!(outcome.rounds as usize, asked, "{outcome:?}");
                 agent_loop::check_pairing(agent.history()).unwrap();
+                let saved = records.saved();
+                assert_eq!(&saved.warnings, &[]);
+                assert_eq!(saved.history.as_slice(), agent.history());
+                assert_eq!(Some(saved.carried), agent_loop::Gateway::carried(agent.gateway_mut()));
+                assert_eq!(saved.prompts as usize, p + 1);
+                assert_eq!(saved.last_end.as_deref(), Some(outcome.reason.as_str()));
             }
             // Every result a refusal made is an error, and its call never
             // reached a server: calls that ran are those with other results.

@@ -185,6 +185,14 @@ impl Gateway for FakeGateway {
         self.session.begin_prompt(self.now)
     }
 
+    fn carried(&self) -> Option<hooks_core::Carried> {
+        Some(self.session.carried())
+    }
+
+    fn restore(&mut self, carried: hooks_core::Carried) -> Result<(), UsageError> {
+        self.session.restore(carried)
+    }
+
     async fn session_start(
         &mut self,
         context: HookContext,
@@ -642,4 +650,68 @@ pub(crate) fn cancel_after(ms: u64) -> tokio_util::sync::CancellationToken {
         trigger.cancel();
     });
     cancel
+}
+
+/// An observer that keeps the records a transcript would hold, in memory.
+#[derive(Clone, Default)]
+pub(crate) struct Records(pub(crate) Arc<Mutex<Vec<agent_loop::transcript::Record>>>);
+
+impl agent_loop::transcript::SessionObserver for Records {
+    fn appended(&mut self, message: &agent_loop::Message) {
+        self.push(agent_loop::transcript::Record::Message {
+            message: message.clone(),
+        });
+    }
+
+    fn replaced(&mut self, summary: bool, history: &[agent_loop::Message]) {
+        self.push(agent_loop::transcript::Record::Compacted {
+            summary,
+            history: history.to_vec(),
+        });
+    }
+
+    fn carried(&mut self, carried: hooks_core::Carried) {
+        self.push(agent_loop::transcript::Record::Policy {
+            budget_used: carried.budget_used,
+            rounds: carried.rounds,
+        });
+    }
+
+    fn prompt_ended(&mut self, outcome: &agent_loop::PromptOutcome) {
+        self.push(agent_loop::transcript::Record::PromptEnded {
+            reason: outcome.reason.as_str().to_owned(),
+            detail: outcome.detail.clone(),
+            rounds: outcome.rounds,
+        });
+    }
+}
+
+impl Records {
+    fn push(&self, record: agent_loop::transcript::Record) {
+        self.0.lock().unwrap().push(record);
+    }
+
+    /// The records as a transcript's bytes, after a header.
+    pub(crate) fn transcript(&self) -> Vec<u8> {
+        use agent_loop::transcript::{FORMAT_VERSION, Header, Record};
+        let header = Record::Header(Header {
+            version: FORMAT_VERSION,
+            session_id: "s-1".into(),
+            cwd: "/work".into(),
+            started: "2025-03-01T10:15:02.123Z".into(),
+            sprout: "test".into(),
+        });
+        let mut bytes = Vec::new();
+        for record in std::iter::once(&header).chain(self.0.lock().unwrap().iter()) {
+            bytes.extend(serde_json::to_vec(record).unwrap());
+            bytes.push(b'\n');
+        }
+        bytes
+    }
+
+    /// The session those records read back as.
+    pub(crate) fn saved(&self) -> agent_loop::transcript::SavedSession {
+        agent_loop::transcript::read_bytes(std::path::Path::new("s-1.jsonl"), &self.transcript())
+            .unwrap()
+    }
 }

@@ -578,6 +578,67 @@ fn s3_zero_budget_disables_stop() {
     );
 }
 
+// [S3], [I1]: a session continued in another process (a resumed transcript)
+// keeps the budget it spent, and numbers its rounds after the old ones, so
+// its pairs' call ids do not repeat those already in the history. Restoring
+// is refused while a prompt runs; more than this budget counts as all of it.
+#[test]
+fn s3_a_continued_session_keeps_its_budget_and_round_numbers() {
+    check(
+        r"
+        servers a
+        allow *
+        budget 2
+        up a _Stop
+        restore 1 4
+        carried
+        prompt
+        restore 0 0           # refused: a prompt runs
+        model end_turn
+        reply 1 not yet
+        model end_turn        # declined twice [S2]
+        carried
+        prompt
+        model end_turn        # budget 2/2 was spent: no call
+        restore 9 1           # at most the budget; rounds never go back
+        carried
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+            [0ms] up a _Stop
+              server a up: 0 model tool(s), hooks [_Stop]
+            [0ms] restore 1 4
+            [0ms] carried
+              carried: budget used 1, rounds 4
+            [0ms] prompt
+            [0ms] restore 0 0
+              usage error: a prompt is already running
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              round 5 _Stop: [a] by 2500ms
+            [0ms] reply 1 not yet
+              hook a._Stop round 5: objection "not yet" after 0ms
+              decided (round 5): objection honoured from [a], budget 2/2
+              => continue with 1 pair(s)
+                 sprout-5-0 a___Stop({}) -> {"hook":"_Stop","server":"a","text":"not yet"}
+            [0ms] model end_turn
+              decided: prompt ended, declined
+              => end: declined
+            [0ms] carried
+              carried: budget used 2, rounds 5
+            [0ms] prompt
+            [0ms] model end_turn
+              decided: prompt ended, budget_spent
+              => end: budget_spent
+            [0ms] restore 9 1
+            [0ms] carried
+              carried: budget used 2, rounds 5
+        "#]],
+    );
+}
+
 // [S5]: every end of a prompt carries its reason, loop-made ends included.
 #[test]
 fn s5_every_end_has_a_reason() {

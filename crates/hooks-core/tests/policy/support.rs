@@ -35,6 +35,8 @@
 //! end exit|closed|disconnected|signal  the session ends
 //! abort cancelled|max_rounds|failed
 //! tools                  print the model's tool list
+//! restore 2 5            continue a saved session: budget used 2, 5 rounds
+//! carried                print what a continuation would carry over
 //! resolve NAME           print where a model tool call goes
 //! ```
 //!
@@ -231,6 +233,24 @@ pub(crate) fn run(script: &str) -> String {
             }
             "at" => {
                 s.handle_timeout(now);
+                None
+            }
+            "restore" => {
+                let carried = Carried {
+                    budget_used: words[0].parse().unwrap(),
+                    rounds: words[1].parse().unwrap(),
+                };
+                usage(s.restore(carried), &mut out);
+                None
+            }
+            "carried" => {
+                let c = s.carried();
+                writeln!(
+                    out,
+                    "  carried: budget used {}, rounds {}",
+                    c.budget_used, c.rounds
+                )
+                .unwrap();
                 None
             }
             "tools" => {

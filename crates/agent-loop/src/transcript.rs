@@ -1,0 +1,985 @@
+//! Sessions that survive the process: an append-only JSON Lines transcript
+//! of one session, written as it happens ([`Transcript`]), and read back
+//! into a history that can be resumed ([`read`], [`SavedSession`]).
+//!
+//! One line is one [`Record`]: a [`Header`] first, then, in the order they
+//! happened, each message appended to the history as the model sees it, a
+//! compaction's fresh history (which replaces the old), the policy state a
+//! resumed session restores (`_Stop` budget used, hook rounds asked), each
+//! prompt's end and every event but text deltas. Each record is one
+//! `write(2)` of a whole line to a file opened for appending, with nothing
+//! buffered in the process, so a crash or a kill loses at most the record in
+//! flight (the kernel has the rest; a power cut is another matter).
+//!
+//! Reading is forgiving: a torn last line or a bad line ends the reading
+//! there, with a [`ReadWarning`] naming the file and line, and the history
+//! is rebuilt so that every tool call has one result (a call whose result
+//! was never written gets an error result saying so). Nothing here panics
+//! on a file's content.
+//!
+//! The loop reports history changes through the narrow [`SessionObserver`]
+//! ([`crate::Agent::with_observer`]); the writer implements it, and
+//! [`Transcript::tee`] adds the events to a [`Sink`]. The writer knows no
+//! command line: where transcripts live and what ids look like is the
+//! caller's business.
+
+use std::fs::File;
+use std::io::{Read as _, Write as _};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::SystemTime;
+
+use hooks_core::Carried;
+use serde::{Deserialize, Serialize};
+
+use crate::agent::PromptOutcome;
+use crate::event::{AgentEvent, Sink};
+use crate::message::{Message, ToolCall};
+
+/// The format version a [`Header`] carries; [`read`] refuses others.
+pub const FORMAT_VERSION: u32 = 1;
+
+/// The file name ending of a transcript: `ID.jsonl`.
+pub const EXTENSION: &str = "jsonl";
+
+/// The first record of every transcript.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Header {
+    /// [`FORMAT_VERSION`] when written.
+    pub version: u32,
+    /// The session's id, as hooks get it; the file is `ID.jsonl`.
+    pub session_id: String,
+    /// The working directory the session started in.
+    pub cwd: String,
+    /// When it started, RFC 3339 in UTC with milliseconds.
+    pub started: String,
+    /// The version of the agent that wrote it.
+    pub sprout: String,
+}
+
+/// One line of a transcript.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "record", rename_all = "snake_case")]
+pub enum Record {
+    /// The first line.
+    Header(Header),
+    /// The session was resumed by a later process.
+    Resumed {
+        /// When, as [`Header::started`].
+        at: String,
+        /// The version of the agent that resumed it.
+        sprout: String,
+    },
+    /// A message appended to the history.
+    Message {
+        /// The message.
+        message: Message,
+    },
+    /// A compaction: this history replaces the whole history so far.
+    Compacted {
+        /// Whether it was a summary handoff (else a truncation).
+        summary: bool,
+        /// The fresh history.
+        history: Vec<Message>,
+    },
+    /// The policy state a resumed session restores (written when it
+    /// changes).
+    Policy {
+        /// `_Stop` objections charged in the budget's scope.
+        budget_used: u32,
+        /// Hook rounds asked so far.
+        rounds: u64,
+    },
+    /// A prompt ended.
+    PromptEnded {
+        /// Why, as events name it (`no_objection`, `budget_spent`, …).
+        reason: String,
+        /// Detail, for errors.
+        detail: Option<String>,
+        /// Model requests made.
+        rounds: u32,
+    },
+    /// An event of the loop, as `--json` prints it.
+    Event {
+        /// The event.
+        event: serde_json::Value,
+    },
+}
+
+/// What the loop tells about the history as it changes
+/// ([`crate::Agent::with_observer`]): every message it appends, every
+/// compaction's fresh history, the policy state when it changes and each
+/// prompt's end. Calls come in the order of the changes, on the loop's task.
+pub trait SessionObserver: Send {
+    /// `message` was appended to the history.
+    fn appended(&mut self, message: &Message);
+    /// A compaction (a summary handoff when `summary`) replaced the whole
+    /// history with `history`.
+    fn replaced(&mut self, summary: bool, history: &[Message]);
+    /// The policy state a resumed session must restore changed.
+    fn carried(&mut self, carried: Carried) {
+        let _ = carried;
+    }
+    /// A prompt ended.
+    fn prompt_ended(&mut self, outcome: &PromptOutcome) {
+        let _ = outcome;
+    }
+}
+
+/// The writer of one session's transcript: a cheap handle (clones share the
+/// file). A write that fails is reported once (a `tracing` warning) and
+/// the transcript stops there; the session goes on.
+#[derive(Clone, Debug)]
+pub struct Transcript {
+    inner: Arc<Mutex<Writer>>,
+    path: Arc<PathBuf>,
+}
+
+#[derive(Debug)]
+struct Writer {
+    /// `None` once a write failed.
+    file: Option<File>,
+}
+
+impl Transcript {
+    /// Starts the transcript of a new session in `dir` (created if need
+    /// be, private to the user): `dir/ID.jsonl`, with its header. Fails if
+    /// that file exists.
+    pub fn create(
+        dir: &Path,
+        session_id: &str,
+        cwd: &str,
+        sprout: &str,
+    ) -> std::io::Result<Transcript> {
+        check_id(session_id)?;
+        create_private_dir(dir)?;
+        let path = dir.join(format!("{session_id}.{EXTENSION}"));
+        let mut options = std::fs::OpenOptions::new();
+        options.append(true).create_new(true);
+        private_file(&mut options);
+        let file = options.open(&path)?;
+        let transcript = Transcript::over(file, path);
+        transcript.try_write(&Record::Header(Header {
+            version: FORMAT_VERSION,
+            session_id: session_id.to_owned(),
+            cwd: cwd.to_owned(),
+            started: rfc3339(SystemTime::now()),
+            sprout: sprout.to_owned(),
+        }))?;
+        Ok(transcript)
+    }
+
+    /// Goes on writing the transcript `saved` was read from: what could not
+    /// be read (a torn or bad line and all after it) is moved aside to
+    /// `ID.jsonl.unread-OFFSET` and cut off, a `resumed` record follows, and
+    /// then the results [`read`] made up for calls whose results were never
+    /// written, so that the file's history is whole again.
+    pub fn resume(saved: &SavedSession, sprout: &str) -> std::io::Result<Transcript> {
+        let path = saved.path.clone();
+        let mut file = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .open(&path)?;
+        let len = file.metadata()?.len();
+        if len > saved.good_len {
+            use std::io::{Seek as _, SeekFrom};
+            let mut tail = Vec::new();
+            file.seek(SeekFrom::Start(saved.good_len))?;
+            file.read_to_end(&mut tail)?;
+            let aside = unread_path(&path, saved.good_len);
+            let mut options = std::fs::OpenOptions::new();
+            options.write(true).create(true).truncate(true);
+            private_file(&mut options);
+            options.open(&aside)?.write_all(&tail)?;
+            file.set_len(saved.good_len)?;
+        }
+        drop(file);
+        let file = std::fs::OpenOptions::new().append(true).open(&path)?;
+        let transcript = Transcript::over(file, path);
+        transcript.try_write(&Record::Resumed {
+            at: rfc3339(SystemTime::now()),
+            sprout: sprout.to_owned(),
+        })?;
+        for message in &saved.repaired {
+            transcript.try_write(&Record::Message {
+                message: message.clone(),
+            })?;
+        }
+        Ok(transcript)
+    }
+
+    fn over(file: File, path: PathBuf) -> Transcript {
+        Transcript {
+            inner: Arc::new(Mutex::new(Writer { file: Some(file) })),
+            path: Arc::new(path),
+        }
+    }
+
+    /// The file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Appends one record as one write of a whole line. A failure is
+    /// reported once; later records are not written.
+    pub fn write(&self, record: &Record) {
+        if let Err(e) = self.try_write(record) {
+            tracing::warn!(
+                "cannot write the session transcript {}: {e}; the rest of this session is not saved",
+                self.path.display()
+            );
+        }
+    }
+
+    fn try_write(&self, record: &Record) -> std::io::Result<()> {
+        let mut writer = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        let Some(file) = writer.file.as_mut() else {
+            return Ok(());
+        };
+        let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
+        line.push(b'\n');
+        let written = file.write_all(&line);
+        if written.is_err() {
+            writer.file = None;
+        }
+        written
+    }
+
+    /// Appends `event`, unless it is a piece of streamed text (the whole
+    /// text follows as its own event).
+    pub fn event(&self, event: &AgentEvent) {
+        if matches!(event, AgentEvent::TextDelta { .. }) {
+            return;
+        }
+        match serde_json::to_value(event) {
+            Ok(event) => self.write(&Record::Event { event }),
+            Err(e) => tracing::warn!("cannot save an event: {e}"),
+        }
+    }
+
+    /// A sink that passes every event to `sink` and appends it here.
+    pub fn tee(&self, sink: Sink) -> Sink {
+        let transcript = self.clone();
+        Arc::new(move |event: &AgentEvent| {
+            sink(event);
+            transcript.event(event);
+        })
+    }
+}
+
+impl SessionObserver for Transcript {
+    fn appended(&mut self, message: &Message) {
+        self.write(&Record::Message {
+            message: message.clone(),
+        });
+    }
+
+    fn replaced(&mut self, summary: bool, history: &[Message]) {
+        self.write(&Record::Compacted {
+            summary,
+            history: history.to_vec(),
+        });
+    }
+
+    fn carried(&mut self, carried: Carried) {
+        self.write(&Record::Policy {
+            budget_used: carried.budget_used,
+            rounds: carried.rounds,
+        });
+    }
+
+    fn prompt_ended(&mut self, outcome: &PromptOutcome) {
+        self.write(&Record::PromptEnded {
+            reason: outcome.reason.as_str().to_owned(),
+            detail: outcome.detail.clone(),
+            rounds: outcome.rounds,
+        });
+    }
+}
+
+/// Where [`Transcript::resume`] moves what could not be read.
+fn unread_path(path: &Path, offset: u64) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(format!(".unread-{offset}"));
+    path.with_file_name(name)
+}
+
+/// A session id must be a plain file name.
+fn check_id(id: &str) -> std::io::Result<()> {
+    if valid_id(id) {
+        Ok(())
+    } else {
+        Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            format!("{id:?} is not a session id (letters, digits, '-', '_' and '.' only)"),
+        ))
+    }
+}
+
+/// Whether `id` can name a transcript: a plain file name of letters,
+/// digits, `-`, `_` and `.`, not starting with a dot.
+pub fn valid_id(id: &str) -> bool {
+    !id.is_empty()
+        && !id.starts_with('.')
+        && id.len() <= 200
+        && id
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+}
+
+fn create_private_dir(dir: &Path) -> std::io::Result<()> {
+    let mut builder = std::fs::DirBuilder::new();
+    builder.recursive(true);
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::DirBuilderExt as _;
+        builder.mode(0o700);
+    }
+    builder.create(dir)
+}
+
+fn private_file(options: &mut std::fs::OpenOptions) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::OpenOptionsExt as _;
+        options.mode(0o600);
+    }
+    #[cfg(not(unix))]
+    let _ = options;
+}
+
+/// `time` as RFC 3339 in UTC with milliseconds (`2025-03-01T10:15:02.123Z`):
+/// fixed width, so the text sorts as the time does.
+pub fn rfc3339(time: SystemTime) -> String {
+    let since = time
+        .duration_since(SystemTime::UNIX_EPOCH)
+        .unwrap_or_default();
+    let secs = since.as_secs();
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let rest = secs % 86_400;
+    let (year, month, day) = civil_from_days(days);
+    format!(
+        "{year:04}-{month:02}-{day:02}T{:02}:{:02}:{:02}.{:03}Z",
+        rest / 3600,
+        rest % 3600 / 60,
+        rest % 60,
+        since.subsec_millis()
+    )
+}
+
+/// The proleptic Gregorian date of `days` since 1970-01-01 (Howard
+/// Hinnant's `civil_from_days`).
+fn civil_from_days(days: i64) -> (i64, u32, u32) {
+    let z = days + 719_468;
+    let era = z.div_euclid(146_097);
+    let doe = z.rem_euclid(146_097);
+    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
+    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
+    let mp = (5 * doy + 2) / 153;
+    let day = doy - (153 * mp + 2) / 5 + 1;
+    let month = if mp < 10 { mp + 3 } else { mp - 9 };
+    let year = yoe + era * 400 + i64::from(month <= 2);
+    // Invariant: 1 <= day <= 31 and 1 <= month <= 12.
+    (year, month as u32, day as u32)
+}
+
+/// A session read back from its transcript.
+#[derive(Clone, Debug, PartialEq)]
+pub struct SavedSession {
+    /// The file.
+    pub path: PathBuf,
+    /// Its header.
+    pub header: Header,
+    /// The history as the model saw it last, every tool call paired with
+    /// one result.
+    pub history: Vec<Message>,
+    /// The session's first prompt (compaction keeps it).
+    pub original_task: Option<String>,
+    /// Summary handoffs so far.
+    pub summaries: u32,
+    /// The policy state to restore.
+    pub carried: Carried,
+    /// Prompts given.
+    pub prompts: u32,
+    /// Why the last prompt ended; `None` if it never ended (the process
+    /// died) or there was none.
+    pub last_end: Option<String>,
+    /// When it was last started or resumed, as [`Header::started`].
+    pub last_active: String,
+    /// The results made up for calls whose results were never written, at
+    /// the end of `history` ([`Transcript::resume`] writes them).
+    pub repaired: Vec<Message>,
+    /// What was wrong with the file, if anything.
+    pub warnings: Vec<ReadWarning>,
+    /// The bytes of the file read as good records.
+    pub good_len: u64,
+}
+
+/// Why a transcript could not be read at all.
+#[derive(Debug, thiserror::Error)]
+pub enum ReadError {
+    /// The file could not be read.
+    #[error("cannot read the session transcript {}: {source}", path.display())]
+    Io {
+        /// The file.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
+    /// Its first line is not a header.
+    #[error("{} is not a session transcript: its first line is not a header", path.display())]
+    NoHeader {
+        /// The file.
+        path: PathBuf,
+    },
+    /// A format this version does not read.
+    #[error("{} is a session transcript of format {version}; this sprout reads format {FORMAT_VERSION}", path.display())]
+    Version {
+        /// The file.
+        path: PathBuf,
+        /// Its format.
+        version: u32,
+    },
+}
+
+/// Something wrong in a transcript that was read past or repaired.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{}: line {line}: {problem}", path.display())]
+pub struct ReadWarning {
+    /// The file.
+    pub path: PathBuf,
+    /// The line, from 1.
+    pub line: usize,
+    /// What is wrong.
+    pub problem: ReadProblem,
+}
+
+/// What a [`ReadWarning`] is about.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ReadProblem {
+    /// The last line has no end: the write in flight when the process died.
+    #[error("the last line is cut short (the process died writing it); read up to the line before")]
+    Torn,
+    /// A line that is not a record.
+    #[error("not a valid record ({why}); read up to the line before, {ignored} line(s) ignored")]
+    Bad {
+        /// Why.
+        why: String,
+        /// Lines not read, this one included.
+        ignored: usize,
+    },
+    /// Tool calls whose results were never written: each got an error
+    /// result.
+    #[error("no result was saved for tool call(s) {}: each gets an error result saying so", calls.join(", "))]
+    Unanswered {
+        /// Their ids.
+        calls: Vec<String>,
+    },
+    /// A result for no open call: dropped.
+    #[error("a result for tool call {call_id}, which is not open: dropped")]
+    Orphan {
+        /// Its call id.
+        call_id: String,
+    },
+}
+
+/// The text of a result made up for a call whose result was never written.
+pub const UNSAVED_RESULT: &str = "no result was saved for this tool call: the session stopped before it finished (it may have run)";
+
+/// Reads the transcript at `path` up to its last whole good record.
+pub fn read(path: &Path) -> Result<SavedSession, ReadError> {
+    let bytes = std::fs::read(path).map_err(|source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    read_bytes(path, &bytes)
+}
+
+/// Reads only the header of the transcript at `path` (cheap, for finding a
+/// session).
+pub fn read_header(path: &Path) -> Result<Header, ReadError> {
+    use std::io::BufRead as _;
+    let file = File::open(path).map_err(|source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    })?;
+    let mut line = Vec::new();
+    std::io::BufReader::new(file.take(1 << 20))
+        .read_until(b'\n', &mut line)
+        .map_err(|source| ReadError::Io {
+            path: path.to_owned(),
+            source,
+        })?;
+    header_of(path, &line)
+}
+
+fn header_of(path: &Path, line: &[u8]) -> Result<Header, ReadError> {
+    if !line.ends_with(b"\n") {
+        return Err(ReadError::NoHeader {
+            path: path.to_owned(),
+        });
+    }
+    match serde_json::from_slice::<Record>(line) {
+        Ok(Record::Header(header)) if header.version == FORMAT_VERSION => Ok(header),
+        Ok(Record::Header(header)) => Err(ReadError::Version {
+            path: path.to_owned(),
+            version: header.version,
+        }),
+        _ => Err(ReadError::NoHeader {
+            path: path.to_owned(),
+        }),
+    }
+}
+
+/// Reads a transcript's bytes (`path` names it in warnings).
+pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<SavedSession, ReadError> {
+    let mut lines = bytes.split_inclusive(|b| *b == b'\n');
+    let first = lines.next().unwrap_or_default();
+    let header = header_of(path, first)?;
+    let mut saved = SavedSession {
+        path: path.to_owned(),
+        last_active: header.started.clone(),
+        header,
+        history: Vec::new(),
+        original_task: None,
+        summaries: 0,
+        carried: Carried::default(),
+        prompts: 0,
+        last_end: None,
+        repaired: Vec::new(),
+        warnings: Vec::new(),
+        good_len: first.len() as u64,
+    };
+    let mut rebuild = Rebuild::default();
+    let rest: Vec<&[u8]> = lines.collect();
+    for (index, line) in rest.iter().enumerate() {
+        let number = index + 2;
+        let warn = |problem| ReadWarning {
+            path: path.to_owned(),
+            line: number,
+            problem,
+        };
+        if !line.ends_with(b"\n") {
+            saved.warnings.push(warn(ReadProblem::Torn));
+            break;
+        }
+        let record = match serde_json::from_slice::<Record>(line) {
+            Ok(Record::Header(_)) => Err("a second header".to_owned()),
+            Ok(record) => Ok(record),
+            Err(e) => Err(e.to_string()),
+        };
+        let record = match record {
+            Ok(record) => record,
+            Err(why) => {
+                let ignored = rest.len() - index;
+                saved.warnings.push(warn(ReadProblem::Bad { why, ignored }));
+                break;
+            }
+        };
+        saved.good_len += line.len() as u64;
+        match record {
+            Record::Header(_) | Record::Event { .. } => {}
+            Record::Resumed { at, .. } => saved.last_active = at,
+            Record::Message { message } => {
+                if let Message::User { text } = &message {
+                    saved.prompts += 1;
+                    saved.last_end = None;
+                    saved.original_task.get_or_insert_with(|| text.clone());
+                }
+                rebuild.add(message, &mut |p| saved.warnings.push(warn(p)));
+            }
+            Record::Compacted { summary, history } => {
+                saved.summaries += u32::from(summary);
+                rebuild = Rebuild::default();
+                for message in history {
+                    rebuild.add(message, &mut |p| saved.warnings.push(warn(p)));
+                }
+            }
+            Record::Policy {
+                budget_used,
+                rounds,
+            } => {
+                saved.carried = Carried {
+                    budget_used,
+                    rounds,
+                };
+            }
+            Record::PromptEnded { reason, .. } => saved.last_end = Some(reason),
+        }
+    }
+    let line = saved.warnings.last().map_or(rest.len() + 1, |w| w.line);
+    let before = rebuild.history.len();
+    rebuild.close(&mut |p| {
+        saved.warnings.push(ReadWarning {
+            path: path.to_owned(),
+            line,
+            problem: p,
+        });
+    });
+    saved.repaired = rebuild.history[before..].to_vec();
+    saved.history = rebuild.history;
+    Ok(saved)
+}
+
+/// The history being rebuilt, with the calls of the last assistant message
+/// that have no result yet.
+#[derive(Default)]
+struct Rebuild {
+    history: Vec<Message>,
+    open: Vec<ToolCall>,
+}
+
+impl Rebuild {
+    fn add(&mut self, message: Message, warn: &mut dyn FnMut(ReadProblem)) {
+        match &message {
+            Message::User { .. } => self.close(warn),
+            Message::Assistant { tool_calls, .. } => {
+                self.close(warn);
+                self.open = tool_calls.clone();
+            }
+            Message::ToolResult { call_id, .. } => {
+                match self.open.iter().position(|c| &c.id == call_id) {
+                    Some(i) => {
+                        self.open.remove(i);
+                    }
+                    None => {
+                        warn(ReadProblem::Orphan {
+                            call_id: call_id.clone(),
+                        });
+                        return;
+                    }
+                }
+            }
+        }
+        self.history.push(message);
+    }
+
+    /// Gives every open call an error result.
+    fn close(&mut self, warn: &mut dyn FnMut(ReadProblem)) {
+        if self.open.is_empty() {
+            return;
+        }
+        let open = std::mem::take(&mut self.open);
+        warn(ReadProblem::Unanswered {
+            calls: open.iter().map(|c| c.id.clone()).collect(),
+        });
+        for call in open {
+            self.history.push(Message::ToolResult {
+                call_id: call.id,
+                name: call.name,
+                content: UNSAVED_RESULT.to_owned(),
+                is_error: true,
+            });
+        }
+    }
+}
+
+/// Every transcript in `dir` (files `*.jsonl`), read; those that cannot be
+/// read at all come back as errors. A missing `dir` has none.
+pub fn list(dir: &Path) -> std::io::Result<Vec<Result<SavedSession, ReadError>>> {
+    let entries = match std::fs::read_dir(dir) {
+        Ok(entries) => entries,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) => return Err(e),
+    };
+    let mut paths: Vec<PathBuf> = entries
+        .filter_map(Result::ok)
+        .map(|e| e.path())
+        .filter(|p| p.extension().is_some_and(|x| x == EXTENSION) && p.is_file())
+        .collect();
+    paths.sort();
+    Ok(paths.iter().map(|p| read(p)).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn header() -> String {
+        r#"{"record":"header","version":1,"session_id":"s1","cwd":"/w","started":"2025-03-01T10:15:02.123Z","sprout":"0.1.0"}"#.to_owned() + "\n"
+    }
+
+    fn line(record: &Record) -> String {
+        serde_json::to_string(record).unwrap() + "\n"
+    }
+
+    fn message(m: Message) -> String {
+        line(&Record::Message { message: m })
+    }
+
+    fn call(id: &str) -> ToolCall {
+        ToolCall {
+            id: id.into(),
+            name: "t__x".into(),
+            arguments: "{}".into(),
+        }
+    }
+
+    fn result(id: &str) -> Message {
+        Message::ToolResult {
+            call_id: id.into(),
+            name: "t__x".into(),
+            content: "ok".into(),
+            is_error: false,
+        }
+    }
+
+    fn assistant(calls: &[&str]) -> Message {
+        Message::Assistant {
+            text: String::new(),
+            tool_calls: calls.iter().map(|c| call(c)).collect(),
+        }
+    }
+
+    fn read_text(text: &str) -> SavedSession {
+        read_bytes(Path::new("/s/s1.jsonl"), text.as_bytes()).unwrap()
+    }
+
+    fn whole() -> String {
+        [
+            header(),
+            message(Message::user("fix it")),
+            message(assistant(&["c1"])),
+            message(result("c1")),
+            line(&Record::Policy {
+                budget_used: 1,
+                rounds: 2,
+            }),
+            line(&Record::Event {
+                event: serde_json::json!({"event": "assistant_text", "text": "done"}),
+            }),
+            message(Message::Assistant {
+                text: "done".into(),
+                tool_calls: vec![],
+            }),
+            line(&Record::PromptEnded {
+                reason: "no_objection".into(),
+                detail: None,
+                rounds: 2,
+            }),
+        ]
+        .concat()
+    }
+
+    #[test]
+    fn a_whole_transcript_reads_back_as_written() {
+        let text = whole();
+        let saved = read_text(&text);
+        assert_eq!(saved.warnings, []);
+        assert_eq!(saved.history.len(), 4);
+        assert_eq!(saved.header.session_id, "s1");
+        assert_eq!(saved.original_task.as_deref(), Some("fix it"));
+        assert_eq!(
+            saved.carried,
+            Carried {
+                budget_used: 1,
+                rounds: 2
+            }
+        );
+        assert_eq!(
+            (saved.prompts, saved.last_end.as_deref()),
+            (1, Some("no_objection"))
+        );
+        assert_eq!(saved.good_len, text.len() as u64);
+        crate::check_pairing(&saved.history).unwrap();
+    }
+
+    #[test]
+    fn a_torn_last_line_is_left_out_with_a_warning_naming_file_and_line() {
+        let good = whole();
+        let torn = format!("{good}{}", &message(Message::user("next"))[..20]);
+        let saved = read_text(&torn);
+        assert_eq!(saved.history.len(), 4);
+        assert_eq!(saved.good_len, good.len() as u64);
+        assert_eq!(saved.warnings.len(), 1);
+        assert_eq!(saved.warnings[0].line, 9);
+        assert_eq!(
+            saved.warnings[0].to_string(),
+            "/s/s1.jsonl: line 9: the last line is cut short (the process died writing it); read up to the line before"
+        );
+    }
+
+    #[test]
+    fn a_bad_line_ends_the_reading_there() {
+        let text = [
+            header(),
+            message(Message::user("fix it")),
+            "{\"record\":\"message\",\"message\":{\"role\":\"nobody\"}}\n".to_owned(),
+            message(Message::user("lost")),
+        ]
+        .concat();
+        let saved = read_text(&text);
+        assert_eq!(saved.history, [Message::user("fix it")]);
+        assert_eq!(saved.warnings.len(), 1);
+        let w = &saved.warnings[0];
+        assert_eq!(w.line, 3);
+        assert!(
+            matches!(&w.problem, ReadProblem::Bad { ignored: 2, .. }),
+            "{w}"
+        );
+        // Not even JSON, or not UTF-8: the same.
+        for bad in ["{{{\n", "\u{1}\n"] {
+            let text = [header(), bad.to_owned()].concat();
+            assert_eq!(read_text(&text).warnings[0].line, 2);
+        }
+        let mut bytes = header().into_bytes();
+        bytes.extend_from_slice(b"\xff\xfe\n");
+        let saved = read_bytes(Path::new("x"), &bytes).unwrap();
+        assert!(matches!(saved.warnings[0].problem, ReadProblem::Bad { .. }));
+    }
+
+    #[test]
+    fn an_unanswered_call_at_the_end_gets_an_error_result_and_a_warning() {
+        let text = [
+            header(),
+            message(Message::user("fix it")),
+            message(assistant(&["c1", "c2", "c3"])),
+            message(result("c2")),
+        ]
+        .concat();
+        let saved = read_text(&text);
+        crate::check_pairing(&saved.history).unwrap();
+        assert_eq!(saved.history.len(), 5);
+        assert_eq!(saved.repaired.len(), 2);
+        for (m, id) in saved.repaired.iter().zip(["c1", "c3"]) {
+            let Message::ToolResult {
+                call_id,
+                content,
+                is_error,
+                ..
+            } = m
+            else {
+                panic!("{m:?}")
+            };
+            assert_eq!(
+                (call_id.as_str(), content.as_str(), *is_error),
+                (id, UNSAVED_RESULT, true)
+            );
+        }
+        assert_eq!(
+            saved.warnings[0].problem,
+            ReadProblem::Unanswered {
+                calls: vec!["c1".into(), "c3".into()]
+            }
+        );
+        assert_eq!(saved.last_end, None, "the prompt never ended");
+    }
+
+    #[test]
+    fn unanswered_calls_mid_file_and_orphans_are_repaired_too() {
+        let text = [
+            header(),
+            message(Message::user("a")),
+            message(assistant(&["c1"])),
+            message(Message::user("b")),
+            message(result("c9")),
+        ]
+        .concat();
+        let saved = read_text(&text);
+        crate::check_pairing(&saved.history).unwrap();
+        assert_eq!(saved.history.len(), 4);
+        assert!(
+            saved.repaired.is_empty(),
+            "mid-file repairs are not rewritten"
+        );
+        assert_eq!(saved.warnings.len(), 2);
+        assert_eq!(saved.warnings[0].line, 4);
+        assert_eq!(
+            saved.warnings[1].problem,
+            ReadProblem::Orphan {
+                call_id: "c9".into()
+            }
+        );
+    }
+
+    #[test]
+    fn a_compaction_replaces_the_history() {
+        let text = [
+            whole(),
+            line(&Record::Compacted {
+                summary: true,
+                history: vec![Message::user("summary"), Message::user("fix it")],
+            }),
+            message(Message::user("next")),
+        ]
+        .concat();
+        let saved = read_text(&text);
+        assert_eq!(saved.history.len(), 3);
+        assert_eq!(saved.summaries, 1);
+        assert_eq!(saved.prompts, 2, "a compaction's messages are not prompts");
+        assert_eq!(saved.original_task.as_deref(), Some("fix it"));
+    }
+
+    #[test]
+    fn no_header_or_another_format_is_refused() {
+        for text in ["", "{}\n", &message(Message::user("x")), &header()[..30]] {
+            assert!(matches!(
+                read_bytes(Path::new("x"), text.as_bytes()),
+                Err(ReadError::NoHeader { .. })
+            ));
+        }
+        let v2 = header().replace("\"version\":1", "\"version\":2");
+        assert!(matches!(
+            read_bytes(Path::new("x"), v2.as_bytes()),
+            Err(ReadError::Version { version: 2, .. })
+        ));
+    }
+
+    #[test]
+    fn rfc3339_is_utc_with_millis() {
+        let at = |ms: u64| rfc3339(SystemTime::UNIX_EPOCH + std::time::Duration::from_millis(ms));
+        assert_eq!(at(0), "1970-01-01T00:00:00.000Z");
+        assert_eq!(at(951_782_400_000), "2000-02-29T00:00:00.000Z");
+        assert_eq!(at(1_740_824_102_123), "2025-03-01T10:15:02.123Z");
+    }
+
+    #[test]
+    fn ids_are_plain_file_names() {
+        assert!(valid_id("20250301-101502-4242"));
+        for bad in ["", ".", "..", "a/b", "../x", ".hidden", "a b"] {
+            assert!(!valid_id(bad), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn written_and_resumed_on_disk() {
+        let dir =
+            std::env::temp_dir().join(format!("agent-loop-transcript-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let mut t = Transcript::create(&dir, "s1", "/w", "0.1.0").unwrap();
+        assert!(
+            Transcript::create(&dir, "s1", "/w", "0.1.0").is_err(),
+            "never overwritten"
+        );
+        t.appended(&Message::user("fix it"));
+        t.appended(&assistant(&["c1"]));
+        t.event(&AgentEvent::TextDelta { text: "x".into() });
+        t.event(&AgentEvent::AssistantText { text: "x".into() });
+        // A torn line, as a kill mid-write leaves it.
+        std::fs::OpenOptions::new()
+            .append(true)
+            .open(t.path())
+            .unwrap()
+            .write_all(b"{\"record\":\"mess")
+            .unwrap();
+        let saved = read(t.path()).unwrap();
+        assert_eq!(saved.history.len(), 3);
+        assert_eq!(saved.warnings.len(), 2, "{:?}", saved.warnings);
+        let mut resumed = Transcript::resume(&saved, "0.1.1").unwrap();
+        assert!(unread_path(t.path(), saved.good_len).exists());
+        resumed.appended(&Message::user("go on"));
+        let again = read(t.path()).unwrap();
+        assert_eq!(again.warnings, [], "the file is whole again");
+        assert_eq!(again.history.len(), 4);
+        assert_eq!(again.prompts, 2);
+        let text = std::fs::read_to_string(t.path()).unwrap();
+        assert_eq!(text.matches("text_delta").count(), 0);
+        assert_eq!(text.matches("assistant_text").count(), 1);
+        assert_eq!(
+            list(&dir).unwrap().len(),
+            1,
+            "the unread tail is not a session"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+}

@@ -1,0 +1,414 @@
+//! Sessions that survive the process, through the binary: `sprout run`
+//! saves its transcript as it goes; `--continue` and `--resume ID` pick it
+//! up with its history and its `_Stop` budget; a SIGKILL at any point
+//! leaves a transcript that resumes whole; `sprout sessions` lists them.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+
+use crate::support::{
+    FakeOpenAi, Scratch, assert_ok, end, env_with, mcp_config, run_sprout, sprout_command, text,
+    tool,
+};
+
+/// Where the tests' sprout keeps sessions run in `dir` (support sets
+/// XDG_STATE_HOME to `dir/.state`).
+fn sessions_dir(dir: &Path) -> PathBuf {
+    dir.join(".state/sprout/sessions")
+}
+
+/// The transcripts in `dir`'s sessions directory.
+fn transcripts(dir: &Path) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(sessions_dir(dir))
+        .map(|entries| {
+            entries
+                .filter_map(Result::ok)
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "jsonl"))
+                .collect()
+        })
+        .unwrap_or_default();
+    found.sort();
+    found
+}
+
+/// Every tool call of an assistant message in a Chat Completions request
+/// is answered by exactly one tool message before the next assistant one.
+fn assert_wire_paired(messages: &[Value]) {
+    let mut open: Vec<String> = Vec::new();
+    for m in messages {
+        match m["role"].as_str().unwrap() {
+            "assistant" => {
+                assert!(open.is_empty(), "unanswered {open:?} in {messages:#?}");
+                open = m["tool_calls"]
+                    .as_array()
+                    .map(|calls| {
+                        calls
+                            .iter()
+                            .map(|c| c["id"].as_str().unwrap().to_owned())
+                            .collect()
+                    })
+                    .unwrap_or_default();
+            }
+            "tool" => {
+                let id = m["tool_call_id"].as_str().unwrap();
+                let at = open.iter().position(|o| o == id);
+                assert!(at.is_some(), "orphan result {id} in {messages:#?}");
+                open.remove(at.unwrap());
+            }
+            _ => {}
+        }
+    }
+    assert!(open.is_empty(), "unanswered {open:?} at the end");
+}
+
+// [S3], [E1]: a prompt with a tool call and an objection (budget 1); then
+// `--continue` in the same directory: the model's next request carries the
+// whole earlier history, the budget is still spent (no `_Stop` call, it
+// stops with budget_spent), and `_SessionStart` is asked again, with the
+// same session id. `sprout sessions` lists the session with its two
+// prompts; `--resume ID` picks it up too.
+#[test]
+fn continue_restores_history_and_budget() {
+    let scratch = Scratch::new("sessions-continue");
+    let log = scratch.path("gate.log");
+    let config = mcp_config(
+        &scratch,
+        &[(
+            "gate",
+            vec![
+                "--tools",
+                "work",
+                "--stop",
+                "text=run the tests,empty",
+                "--hooks",
+                "_Stop,_SessionStart",
+                "--script",
+                "_SessionStart=text=on branch main",
+                "--schema",
+                "_SessionStart=session_id",
+                "--log",
+                &log,
+            ],
+        )],
+    );
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, end("done")),
+        (Duration::ZERO, tool("c1", "gate__work")),
+        (Duration::ZERO, end("done now")),
+        (Duration::ZERO, end("docs done")),
+        (Duration::ZERO, end("and again")),
+    ]);
+    let fake_env = fake.env();
+    let env = env_with(
+        &fake_env,
+        &[
+            ("MCP_HOOK_SERVERS", "*"),
+            ("SPROUT_AGENT_STOP_MAX_REJECTIONS", "1"),
+        ],
+    );
+    let args = |prompt: &'static str, more: &[&'static str]| -> Vec<String> {
+        let mut args: Vec<String> = vec!["run".into(), prompt.into()];
+        args.extend(more.iter().map(|s| s.to_string()));
+        args.extend(["--mcp-config".into(), config.clone()]);
+        args
+    };
+    let run = |args: Vec<String>| {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        run_sprout(&args, &env, &scratch.0)
+    };
+    let first = assert_ok(&run(args("fix it", &[])));
+    assert!(first.contains("(budget 1/1)"), "{first}");
+    assert!(first.contains("stopped: budget_spent"), "{first}");
+    let files = transcripts(&scratch.0);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let id = files[0].file_stem().unwrap().to_str().unwrap().to_owned();
+
+    let second = assert_ok(&run(args("and the docs", &["--continue"])));
+    assert!(second.contains("stopped: budget_spent"), "{second}");
+    assert!(!second.contains("gate._Stop"), "no _Stop call: {second}");
+    assert_eq!(
+        transcripts(&scratch.0),
+        files,
+        "the same session, no new one"
+    );
+
+    let requests = fake.requests.lock().unwrap().clone();
+    assert_eq!(requests.len(), 4);
+    let before = requests[2]["messages"].as_array().unwrap();
+    let after = requests[3]["messages"].as_array().unwrap();
+    // The whole earlier history (system prompt, prompt, _SessionStart pair,
+    // objection pair, the tool call and its result), the last answer...
+    assert_eq!(&after[..before.len()], before.as_slice());
+    assert_eq!(after[before.len()]["content"], "done now");
+    // ... then the new prompt and what _SessionStart adds again [E1].
+    assert_eq!(after[before.len() + 1]["content"], "and the docs");
+    assert!(
+        after[before.len() + 3]["content"]
+            .as_str()
+            .unwrap()
+            .contains("_SessionStart"),
+        "{after:#?}"
+    );
+    assert_wire_paired(after);
+    let starts = sprout_tests::log_events(&log, "call")
+        .into_iter()
+        .filter(|c| c["tool"] == "_SessionStart")
+        .map(|c| c["arguments"]["session_id"].clone())
+        .collect::<Vec<_>>();
+    assert_eq!(starts, [Value::from(id.clone()), Value::from(id.clone())]);
+
+    // `sprout sessions`, human and --json.
+    let listed = run_sprout(&["sessions"], &[], &scratch.0);
+    let listed = assert_ok(&listed);
+    let row = listed
+        .lines()
+        .find(|l| l.starts_with(&id))
+        .unwrap_or_else(|| panic!("{listed}"));
+    let cwd = std::fs::canonicalize(&scratch.0).unwrap();
+    assert!(row.contains(" 2 ") && row.contains("budget_spent"), "{row}");
+    assert!(row.ends_with(&cwd.display().to_string()), "{row}");
+    let json = assert_ok(&run_sprout(&["sessions", "--json"], &[], &scratch.0));
+    let json: Value = serde_json::from_str(&json).unwrap();
+    let session = &json["sessions"][0];
+    assert_eq!(session["id"], id.as_str());
+    assert_eq!(session["prompts"], 2);
+    assert_eq!(session["last_stop"], "budget_spent");
+    assert_eq!(session["cwd"], cwd.display().to_string());
+
+    // --resume ID, from anywhere.
+    let elsewhere = Scratch::new("sessions-elsewhere");
+    let dir = sessions_dir(&scratch.0);
+    let dir = dir.to_str().unwrap();
+    let mut env = env.clone();
+    env.push(("SPROUT_SESSIONS_DIR", dir));
+    let out = run_sprout(
+        &["run", "once more", "--resume", &id, "--mcp-config", &config],
+        &env,
+        &elsewhere.0,
+    );
+    assert!(assert_ok(&out).contains("stopped: budget_spent"));
+    let requests = fake.requests.lock().unwrap();
+    let last = requests[4]["messages"].as_array().unwrap();
+    assert_eq!(&last[..after.len()], after.as_slice());
+}
+
+// Runs `sprout run` against a slow model and a slow tool, SIGKILLs it once
+// its transcript holds `messages` message records, and returns the
+// transcript.
+fn killed_at(scratch: &Scratch, config: &str, messages: usize) -> PathBuf {
+    let fake = FakeOpenAi::start(vec![
+        (Duration::from_millis(300), {
+            let mut two = tool("c1", "slow__work");
+            let calls = two["choices"][0]["message"]["tool_calls"]
+                .as_array_mut()
+                .unwrap();
+            let mut second = calls[0].clone();
+            second["id"] = "c2".into();
+            calls.push(second);
+            two
+        }),
+        (Duration::from_millis(300), end("done")),
+        (Duration::from_millis(300), end("done now")),
+    ]);
+    let fake_env = fake.env();
+    let env = env_with(&fake_env, &[("MCP_HOOK_SERVERS", "*")]);
+    let mut child = sprout_command(&["run", "fix it", "--mcp-config", config], &env, &scratch.0)
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let path = loop {
+        assert!(
+            Instant::now() < deadline,
+            "no transcript with {messages} message(s)"
+        );
+        if let Some(path) = transcripts(&scratch.0).pop() {
+            let written = std::fs::read_to_string(&path).unwrap_or_default();
+            if written.matches("{\"record\":\"message\"").count() >= messages {
+                break path;
+            }
+        }
+        assert!(
+            child.try_wait().unwrap().is_none(),
+            "sprout ended before the kill"
+        );
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    child.kill().unwrap();
+    child.wait().unwrap();
+    path
+}
+
+// A crash loses at most the record in flight: killed (SIGKILL) while the
+// model works, while two tool calls run, after their results, and during a
+// `_Stop` round, the transcript reads back paired (a call whose result was
+// never written gets an error result, with a warning), and `--resume`
+// sends the model the whole saved history, paired; after it the file
+// reads back with no warning at all.
+#[test]
+fn killed_at_any_point_resumes_whole() {
+    for messages in [1, 2, 4, 5] {
+        let scratch = Scratch::new(&format!("sessions-kill-{messages}"));
+        let config = mcp_config(
+            &scratch,
+            &[(
+                "slow",
+                vec![
+                    "--tools",
+                    "work",
+                    "--tool-delay",
+                    "600",
+                    "--stop",
+                    "delay=600=check it",
+                ],
+            )],
+        );
+        let path = killed_at(&scratch, &config, messages);
+        let saved = agent_loop::transcript::read(&path).unwrap();
+        agent_loop::check_pairing(&saved.history).unwrap();
+        assert!(saved.history.len() >= messages, "{saved:#?}");
+        assert_eq!(saved.original_task.as_deref(), Some("fix it"));
+        assert_eq!(saved.last_end, None, "the prompt never ended");
+        if messages == 2 {
+            // Killed while the tools ran: no result had been written.
+            assert_eq!(saved.repaired.len(), 2, "{saved:#?}");
+        }
+
+        let fake = FakeOpenAi::start(vec![(Duration::ZERO, end("resumed"))]);
+        let fake_env = fake.env();
+        let env = env_with(&fake_env, &[("SPROUT_SESSIONS", "on")]);
+        let id = saved.header.session_id.clone();
+        let out = run_sprout(&["run", "go on", "--resume", &id], &env, &scratch.0);
+        let stdout = assert_ok(&out);
+        assert!(stdout.contains("resumed"), "{stdout}");
+        let stderr = text(&out.stderr);
+        if !saved.repaired.is_empty() {
+            assert!(
+                stderr.contains("no result was saved for tool call(s)"),
+                "{stderr}"
+            );
+            assert!(stderr.contains(&path.display().to_string()), "{stderr}");
+        }
+        let requests = fake.requests.lock().unwrap();
+        let sent = requests[0]["messages"].as_array().unwrap();
+        // The system prompt, the saved history, the new prompt.
+        assert_eq!(sent.len(), saved.history.len() + 2, "{sent:#?}");
+        assert_eq!(sent[1]["content"], "fix it");
+        assert_eq!(sent.last().unwrap()["content"], "go on");
+        assert_wire_paired(sent);
+        let again = agent_loop::transcript::read(&path).unwrap();
+        assert_eq!(again.warnings, [], "whole again after the resume");
+        assert_eq!(again.prompts, 2);
+        assert_eq!(again.last_end.as_deref(), Some("hooks_off"));
+    }
+}
+
+// A corrupt transcript is read up to its last good record, with a warning
+// naming the file and line, by `sprout sessions` and by `--continue`; a
+// file that is no transcript is named and skipped.
+#[test]
+fn a_corrupt_transcript_is_read_up_to_its_last_good_record() {
+    let scratch = Scratch::new("sessions-corrupt");
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, end("one")),
+        (Duration::ZERO, end("two")),
+    ]);
+    let fake_env = fake.env();
+    let env = env_with(&fake_env, &[]);
+    assert_ok(&run_sprout(&["run", "first"], &env, &scratch.0));
+    let path = transcripts(&scratch.0).pop().unwrap();
+    let good = std::fs::read_to_string(&path).unwrap();
+    std::fs::write(
+        &path,
+        format!("{good}{{\"record\":\"message\",\"mess\n{{}}\n"),
+    )
+    .unwrap();
+    std::fs::write(sessions_dir(&scratch.0).join("junk.jsonl"), "hello\n").unwrap();
+    let lines = good.lines().count();
+
+    let out = run_sprout(&["sessions"], &[], &scratch.0);
+    let stdout = assert_ok(&out);
+    let stderr = text(&out.stderr);
+    let warning = format!("{}: line {}: not a valid record", path.display(), lines + 1);
+    assert!(stderr.contains(&warning), "{stderr}");
+    assert!(
+        stderr.contains("junk.jsonl is not a session transcript"),
+        "{stderr}"
+    );
+    assert!(
+        stdout.contains("no_stop_hook") || stdout.contains("hooks_off"),
+        "{stdout}"
+    );
+
+    let out = run_sprout(&["run", "second", "--continue"], &env, &scratch.0);
+    assert!(assert_ok(&out).contains("two"));
+    assert!(
+        text(&out.stderr).contains(&warning),
+        "{}",
+        text(&out.stderr)
+    );
+    let requests = fake.requests.lock().unwrap();
+    let sent = requests[1]["messages"].as_array().unwrap();
+    assert_eq!(sent.len(), 4, "system, first, one, second: {sent:#?}");
+    // The unreadable tail was moved aside, and the file is whole again.
+    let again = agent_loop::transcript::read(&path).unwrap();
+    assert_eq!(again.warnings, []);
+    let aside = std::fs::read_dir(sessions_dir(&scratch.0))
+        .unwrap()
+        .filter_map(Result::ok)
+        .any(|e| e.file_name().to_string_lossy().contains(".jsonl.unread-"));
+    assert!(aside, "the unread tail is kept aside");
+}
+
+// --no-save and SPROUT_SESSIONS=off write nothing; a bad SPROUT_SESSIONS, or
+// --continue with nothing to continue, is exit 2 naming it.
+#[test]
+fn no_save_and_bad_values() {
+    let scratch = Scratch::new("sessions-off");
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, end("one")),
+        (Duration::ZERO, end("two")),
+    ]);
+    let fake_env = fake.env();
+    let env = env_with(&fake_env, &[]);
+    assert_ok(&run_sprout(&["run", "x", "--no-save"], &env, &scratch.0));
+    let off = env_with(&fake_env, &[("SPROUT_SESSIONS", "off")]);
+    assert_ok(&run_sprout(&["run", "x"], &off, &scratch.0));
+    assert_eq!(transcripts(&scratch.0), Vec::<PathBuf>::new());
+
+    let bad = env_with(&fake_env, &[("SPROUT_SESSIONS", "maybe")]);
+    let out = run_sprout(&["run", "x"], &bad, &scratch.0);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("SPROUT_SESSIONS=\"maybe\""),
+        "{}",
+        text(&out.stderr)
+    );
+
+    let out = run_sprout(&["run", "x", "--continue"], &env, &scratch.0);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--continue: no saved session"),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run_sprout(&["run", "x", "--resume", "../etc"], &env, &scratch.0);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        text(&out.stderr).contains("--resume \"../etc\""),
+        "{}",
+        text(&out.stderr)
+    );
+    let out = run_sprout(
+        &["run", "x", "--resume", "a", "--continue"],
+        &env,
+        &scratch.0,
+    );
+    assert_eq!(out.status.code(), Some(2), "they conflict");
+    let listed = assert_ok(&run_sprout(&["sessions"], &[], &scratch.0));
+    assert!(listed.starts_with("no saved sessions in "), "{listed}");
+}
