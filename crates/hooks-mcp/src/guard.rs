@@ -391,7 +391,9 @@ mod tests {
         let anonymous = ServerJsonRpcMessage::Error(rmcp::model::JsonRpcError {
             jsonrpc: rmcp::model::JsonRpcVersion2_0,
             id: None,
-            error: rmcp::model::ErrorData::method_not_found::<rmcp::model::InitializedNotificationMethod>(),
+            error: rmcp::model::ErrorData::method_not_found::<
+                rmcp::model::InitializedNotificationMethod,
+            >(),
         });
         let (mut guarded, wire) = guarded(vec![answer(0), anonymous.clone(), anonymous]);
         ask(&mut guarded, 1).await;

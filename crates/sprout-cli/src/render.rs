@@ -161,7 +161,11 @@ impl Renderer {
             json,
             color: terminal && !json && std::env::var_os("NO_COLOR").is_none(),
             terminal: terminal && !json,
-            out: Stdout::start(),
+            out: Stdout::start(if json {
+                crate::stdout::JSON_STALL_BOUND
+            } else {
+                crate::stdout::STALL_BOUND
+            }),
             open_line: false,
             streamed: false,
         }
@@ -182,10 +186,16 @@ impl Renderer {
 
     /// Shows one event.
     pub(crate) fn show(&mut self, event: &AgentEvent) {
+        // How a prompt ended is never dropped, however stalled the output.
+        let essential = matches!(event, AgentEvent::PromptEnded { .. });
         if self.json {
             if let Some(mut text) = json_line(event) {
                 text.push('\n');
-                self.out.push(Item::Text(text));
+                if essential {
+                    self.out.push_essential(Item::Text(text));
+                } else {
+                    self.out.push(Item::Text(text));
+                }
             }
             return;
         }
@@ -226,7 +236,11 @@ impl Renderer {
         if let Some(line) = human_line(event) {
             let mut text = paint(&line, self.color);
             text.push('\n');
-            self.out.push(Item::Text(text));
+            if essential {
+                self.out.push_essential(Item::Text(text));
+            } else {
+                self.out.push(Item::Text(text));
+            }
         }
     }
 }

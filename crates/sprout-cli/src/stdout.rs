@@ -9,11 +9,15 @@
 //! thread too, so it is always cleared before the line that replaces it.
 //!
 //! The queue holds at most [`MAX_QUEUED_BYTES`]. A line that finds it full
-//! waits up to [`STALL_BOUND`] for room; if none comes, the output counts as
-//! stalled and further lines are dropped at once (counted, and said on
-//! stderr when the writer catches up or at exit) until the queue has drained
-//! to half. A pipe that is closed (EPIPE) ends the writing quietly; the
-//! agent goes on and its exit status still tells how the prompt ended.
+//! waits up to the stall bound for room ([`STALL_BOUND`] for people,
+//! [`JSON_STALL_BOUND`] for `--json`, whose reader is a program that may
+//! pause); if none comes, the output counts as stalled for the rest of the
+//! process: no line waits again (the loop, on the runtime's one thread, is
+//! held at most once), and a line that finds the queue more than half full
+//! is dropped, counted, and said on stderr when the writer catches up or at
+//! exit. Essential lines (how a prompt ended) are never dropped and never
+//! wait. A pipe that is closed (EPIPE) ends the writing quietly; the agent
+//! goes on and its exit status still tells how the prompt ended.
 //!
 //! Not here: what a line says (`render`), and ACP's stdout, which has its own
 //! batching writer (`acp::framing`).
@@ -26,9 +30,13 @@ use std::time::{Duration, Instant};
 /// Most bytes of output waiting to be written.
 pub(crate) const MAX_QUEUED_BYTES: usize = 1 << 20;
 
-/// Longest a line waits for room in a full queue before the output is taken
-/// as stalled.
+/// Longest a line for people waits for room in a full queue before the
+/// output is taken as stalled.
 pub(crate) const STALL_BOUND: Duration = Duration::from_secs(2);
+
+/// The same for `--json`: its reader is a program, which may pause longer
+/// than a terminal does, and a gap in its records costs more.
+pub(crate) const JSON_STALL_BOUND: Duration = Duration::from_secs(30);
 
 /// What the writer thread is asked to do, in order.
 pub(crate) enum Item {
@@ -96,8 +104,8 @@ impl std::fmt::Debug for Stdout {
 
 impl Stdout {
     /// Starts the writer thread on the process's standard output.
-    pub(crate) fn start() -> Stdout {
-        Stdout::start_on(std::io::stdout(), MAX_QUEUED_BYTES, STALL_BOUND)
+    pub(crate) fn start(stall: Duration) -> Stdout {
+        Stdout::start_on(std::io::stdout(), MAX_QUEUED_BYTES, stall)
     }
 
     /// Starts the writer thread on `out`.
@@ -121,7 +129,7 @@ impl Stdout {
         Stdout { shared }
     }
 
-    /// Queues `item`, waiting at most [`STALL_BOUND`] for room.
+    /// Queues `item`, waiting at most the stall bound for room, once.
     pub(crate) fn push(&self, item: Item) {
         let (max_bytes, stall) = (self.shared.max_bytes, self.shared.stall);
         let size = item.bytes();
@@ -130,7 +138,14 @@ impl Stdout {
             return;
         }
         if state.stalled {
-            state.dropped += 1;
+            if state.queued_bytes > 0 && state.queued_bytes + size > max_bytes / 2 {
+                state.dropped += 1;
+                return;
+            }
+            state.queued_bytes += size;
+            state.queue.push_back(item);
+            drop(state);
+            self.shared.changed.notify_all();
             return;
         }
         let until = Instant::now() + stall;
@@ -154,6 +169,19 @@ impl Stdout {
             }
         }
         state.queued_bytes += size;
+        state.queue.push_back(item);
+        drop(state);
+        self.shared.changed.notify_all();
+    }
+
+    /// Queues `item` whatever the queue holds, without waiting: for the few
+    /// lines that must not be lost (how a prompt ended).
+    pub(crate) fn push_essential(&self, item: Item) {
+        let mut state = self.shared.lock();
+        if state.closed {
+            return;
+        }
+        state.queued_bytes += item.bytes();
         state.queue.push_back(item);
         drop(state);
         self.shared.changed.notify_all();
@@ -220,9 +248,6 @@ fn write_loop(shared: &Shared, out: impl Write) {
             let batch = std::mem::take(&mut state.queue);
             state.queued_bytes = 0;
             state.writing = true;
-            // The last write returned: the output moves again, so lines
-            // queue again (and wait again, at most the bound, if it stops).
-            state.stalled = false;
             let dropped = std::mem::take(&mut state.dropped);
             (batch, dropped, state.closed)
         };
@@ -377,10 +402,11 @@ mod tests {
         out.held.store(false, Ordering::SeqCst);
     }
 
-    // Once the reader reads again the stall ends: what was queued and what
-    // comes after is written, what was dropped is not.
+    // Once the reader reads again, lines go through again (without waiting:
+    // a stalled output never holds the loop twice): what was queued and
+    // what comes after is written, what was dropped is not.
     #[test]
-    fn a_stall_ends_when_the_reader_reads_again() {
+    fn after_a_stall_lines_go_through_when_there_is_room() {
         let out = Recorder::default();
         out.held.store(true, Ordering::SeqCst);
         let stall = Duration::from_millis(100);
@@ -391,18 +417,36 @@ mod tests {
         stdout.push(text("dropped\n"));
         assert!(stdout.shared.lock().stalled);
         out.held.store(false, Ordering::SeqCst);
-        let begun = Instant::now();
-        while stdout.shared.lock().stalled {
-            assert!(
-                begun.elapsed() < Duration::from_secs(10),
-                "the stall never ended"
-            );
-            std::thread::yield_now();
-        }
+        taken(&stdout);
+        let pushed = Instant::now();
         stdout.push(text("shown\n"));
+        assert!(pushed.elapsed() < stall, "no wait once stalled");
+        assert!(stdout.shared.lock().stalled, "stalled for good");
         assert!(stdout.finish(Duration::from_secs(10)));
         let written = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
         assert_eq!(written, format!("one\n{}\nshown\n", "q".repeat(59)));
+    }
+
+    // An essential line goes in however full the queue is, and never
+    // waits, stalled or not.
+    #[test]
+    fn essential_lines_are_never_dropped() {
+        let out = Recorder::default();
+        out.held.store(true, Ordering::SeqCst);
+        let stall = Duration::from_millis(100);
+        let stdout = Stdout::start_on(out.clone(), 64, stall);
+        stdout.push(text("taken\n"));
+        taken(&stdout);
+        stdout.push(text(&format!("{}\n", "a".repeat(59))));
+        stdout.push(text("dropped\n"));
+        assert!(stdout.shared.lock().stalled);
+        let pushed = Instant::now();
+        stdout.push_essential(text("the end\n"));
+        assert!(pushed.elapsed() < stall);
+        out.held.store(false, Ordering::SeqCst);
+        assert!(stdout.finish(Duration::from_secs(10)));
+        let written = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
+        assert_eq!(written, format!("taken\n{}\nthe end\n", "a".repeat(59)));
     }
 
     // `sync` returns once what was queued is written, not before, and the

@@ -66,6 +66,9 @@ fn prompts_share_a_session_and_ctrl_c_cancels_then_leaves() {
         .expect("the input line after a cancel");
 
     chat.send_control('c').unwrap();
+    // Bounded by the session's 60 s timeout: a chat that does not leave
+    // fails here instead of hanging the suite.
+    chat.exp_eof().expect("Ctrl-C at the input line leaves");
     let status = chat.process().wait().expect("sprout chat exits");
     assert!(
         matches!(status, WaitStatus::Exited(_, 0)),

@@ -42,7 +42,13 @@ fn call(scratch: &Scratch, config: &str, hook: &str) -> String {
 fn call_with(scratch: &Scratch, config: &str, hook: &str, more: &[&str]) -> String {
     let mut args = vec!["hooks", "call", hook, "--mcp-config", config];
     args.extend(more);
-    let out = run_sprout(&args, &[("MCP_HOOK_SERVERS", "*")], &scratch.0);
+    // A Python server's first call can be slow on a loaded machine; the
+    // deadline is generous so that only a wrong answer fails the test.
+    let env = [
+        ("MCP_HOOK_SERVERS", "*"),
+        ("SPROUT_AGENT_HOOK_TIMEOUT_MS", "60000"),
+    ];
+    let out = run_sprout(&args, &env, &scratch.0);
     let stdout = text(&out.stdout);
     assert_eq!(
         out.status.code(),
@@ -61,6 +67,9 @@ fn the_readme_stop_server_objects_only_while_red() {
     let config = config(&scratch, "green", "stop.py");
     let green = call(&scratch, &config, "_Stop");
     assert!(green.contains("the agent would stop"), "{green}");
+    // Asked and answered empty: not a timeout or an error, which would stop
+    // the agent the same way.
+    assert!(green.contains("green._Stop: empty"), "{green}");
     std::fs::write(scratch.0.join("RED"), "").unwrap();
     let red = call(&scratch, &config, "_Stop");
     assert!(red.contains("The test suite is red"), "{red}");
@@ -78,6 +87,7 @@ fn the_readme_post_compact_server_reinjects_the_plan() {
     let config = config(&scratch, "plan", "post_compact.py");
     let none = call(&scratch, &config, "_PostCompact");
     assert!(none.contains("re-inject 0 answer(s)"), "{none}");
+    assert!(none.contains("plan._PostCompact: empty"), "{none}");
     std::fs::write(scratch.0.join("PLAN.md"), "1. validate the email field\n").unwrap();
     let plan = call(&scratch, &config, "_PostCompact");
     assert!(plan.contains("validate the email field"), "{plan}");
@@ -103,4 +113,5 @@ fn the_readme_pre_tool_use_server_refuses_by_its_input() {
     let allowed = call_with(&scratch, &config, "_PreToolUse", &["--input", fine]);
     assert!(!allowed.contains("was not run"), "{allowed}");
     assert!(!allowed.contains("refuse"), "{allowed}");
+    assert!(allowed.contains("guard._PreToolUse: empty"), "{allowed}");
 }
