@@ -115,6 +115,9 @@ pub(crate) async fn chat(
             return EXIT_FAILURE;
         }
     };
+    // The terminal as it is now, to put back if a signal ends the session
+    // while the input line has it in raw mode.
+    let terminal = nix::sys::termios::tcgetattr(std::io::stdin()).ok();
     let renderer = Renderer::new(false);
     let stdout = renderer.stdout();
     let (context, sink, transcript) = plan.begin(renderer.into_sink());
@@ -154,7 +157,20 @@ pub(crate) async fn chat(
                     break;
                 }
             },
-            () = signals.token().cancelled() => break,
+            () = signals.token().cancelled() => {
+                // The reading thread is left inside rustyline, which would
+                // restore the terminal only when its read returned.
+                if let Some(terminal) = &terminal {
+                    let _ = nix::sys::termios::tcsetattr(
+                        std::io::stdin(),
+                        nix::sys::termios::SetArg::TCSANOW,
+                        terminal,
+                    );
+                    // Bracketed paste off, as rustyline turns it on.
+                    report_error("\x1b[?2004l");
+                }
+                break;
+            }
         };
         let prompt = match read {
             Read::Line(line) if line.trim().is_empty() => continue,
