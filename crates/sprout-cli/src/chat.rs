@@ -6,8 +6,9 @@
 //! from rustyline); Ctrl-C while a prompt runs cancels that prompt \[T5\]
 //! and brings the input line back; Ctrl-C (or Ctrl-D) at the input line
 //! leaves. A second Ctrl-C while a cancelled prompt is still stopping exits
-//! at once, like a second signal to `sprout run`. SIGTERM and SIGHUP end
-//! the session as they end `sprout run`.
+//! at once, like a second signal to `sprout run`. A SIGINT while no prompt
+//! runs (servers starting, an input line read from a pipe, `kill -INT`),
+//! SIGTERM and SIGHUP end the session as they end `sprout run`.
 //!
 //! Not here: how events look (`render`), the loop itself (`agent-loop`).
 
@@ -29,19 +30,30 @@ use crate::{EXIT_FAILURE, EXIT_OK, OUTPUT_DRAIN, report_down_servers, report_err
 /// What the input line shows.
 const PROMPT: &str = "sprout> ";
 
-/// The prompt that runs now, for Ctrl-C to cancel.
-#[derive(Clone, Default)]
-struct Running(Arc<Mutex<Option<CancellationToken>>>);
+/// The prompt that runs now, for Ctrl-C to cancel, and the session's
+/// signals, for a Ctrl-C when none runs.
+#[derive(Clone)]
+struct Running {
+    prompt: Arc<Mutex<Option<CancellationToken>>>,
+    signals: Signals,
+}
 
 impl Running {
+    fn new(signals: Signals) -> Running {
+        Running {
+            prompt: Arc::default(),
+            signals,
+        }
+    }
+
     fn set(&self, token: Option<CancellationToken>) {
-        *self.0.lock().unwrap_or_else(|e| e.into_inner()) = token;
+        *self.prompt.lock().unwrap_or_else(|e| e.into_inner()) = token;
     }
 
     /// Ctrl-C: cancels the running prompt; a second one while it stops
     /// exits now.
     fn interrupt(&self) {
-        let running = self.0.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let running = self.prompt.lock().unwrap_or_else(|e| e.into_inner()).clone();
         match running {
             Some(token) if !token.is_cancelled() => token.cancel(),
             Some(_) => {
@@ -49,8 +61,11 @@ impl Running {
                 hooks_mcp::kill_all_now();
                 std::process::exit(EXIT_SIGINT);
             }
-            // Between prompts: the input line takes Ctrl-C as a key itself.
-            None => {}
+            // No prompt runs. At a terminal's input line Ctrl-C is a key, not
+            // a signal, so this one came while servers start, from a pipe's
+            // input line, or from outside: it ends the session, as it ends
+            // `sprout run` (a second one exits at once).
+            None => self.signals.interrupt(),
         }
     }
 
@@ -123,7 +138,7 @@ pub(crate) async fn chat(
     let (context, sink, transcript) = plan.begin(renderer.into_sink());
     let saved = transcript.is_some();
     let signals = Signals::install_without_interrupt();
-    let running = Running::default();
+    let running = Running::new(signals.clone());
     running.listen();
     let host = match start_host(specs, config, options, sink.clone(), &signals).await {
         Ok(host) => host,

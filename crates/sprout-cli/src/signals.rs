@@ -71,6 +71,12 @@ impl Signals {
         signals
     }
 
+    /// As if SIGINT had come (for a command that listens for it itself):
+    /// the first cancels, a second exits at once.
+    pub(crate) fn interrupt(&self) {
+        self.received(EXIT_SIGINT);
+    }
+
     fn received(&self, status: i32) {
         if self
             .first
