@@ -53,7 +53,11 @@ impl Running {
     /// Ctrl-C: cancels the running prompt; a second one while it stops
     /// exits now.
     fn interrupt(&self) {
-        let running = self.prompt.lock().unwrap_or_else(|e| e.into_inner()).clone();
+        let running = self
+            .prompt
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .clone();
         match running {
             Some(token) if !token.is_cancelled() => token.cancel(),
             Some(_) => {

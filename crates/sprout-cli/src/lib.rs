@@ -87,6 +87,8 @@ pub fn main_with(args: Vec<OsString>) -> i32 {
     // Hook server children and helpers are gone by now; do not wait on
     // blocking stdin readers.
     runtime.shutdown_timeout(std::time::Duration::from_millis(200));
+    // Log lines still queued for stderr, within a bound.
+    stdout::Stdout::stderr().finish(std::time::Duration::from_millis(500));
     match result {
         Ok(code) => code,
         Err(problem) => {

@@ -44,8 +44,8 @@ pub(crate) fn show_spinner(message: String) {
     }
 }
 
-/// Writes log output to stderr with the spinner, if one is drawn, hidden
-/// for the moment. Log lines quote servers (stderr tails, error reasons), so
+/// Writes log output to stderr, through the stderr writer thread, with the
+/// spinner, if one is drawn, hidden for the moment. Log lines quote servers (stderr tails, error reasons), so
 /// the bytes are made [`printable`] on the way out; logging's own colours
 /// are off for that reason (`init_logging`).
 #[derive(Debug, Clone, Copy, Default)]
@@ -53,18 +53,24 @@ pub(crate) struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let clean = printable_bytes(buf);
-        let spinner = lock_spinner().clone();
-        match spinner {
-            Some(spinner) => spinner
-                .suspend(|| std::io::stderr().write_all(&clean))
-                .map(|()| buf.len()),
-            None => std::io::stderr().write_all(&clean).map(|()| buf.len()),
-        }
+        let clean = String::from_utf8_lossy(&printable_bytes(buf)).into_owned();
+        // Queued for the stderr writer thread, which never makes us wait.
+        Stdout::stderr().push(Item::Text(clean));
+        Ok(buf.len())
     }
 
     fn flush(&mut self) -> std::io::Result<()> {
-        std::io::stderr().flush()
+        Ok(())
+    }
+}
+
+/// Runs `write` with the spinner, if one is drawn, hidden for the moment
+/// (the stderr writer, around a batch of log lines).
+pub(crate) fn with_spinner_hidden<T>(write: impl FnOnce() -> T) -> T {
+    let spinner = lock_spinner().clone();
+    match spinner {
+        Some(spinner) => spinner.suspend(write),
+        None => write(),
     }
 }
 

@@ -74,7 +74,18 @@ struct State {
     writing: bool,
 }
 
+/// Which stream a writer writes.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Stream {
+    /// Standard output: the spinner is cleared before a line.
+    Out,
+    /// Standard error (log lines): written with the spinner hidden for the
+    /// moment, and never waited for.
+    Err,
+}
+
 struct Shared {
+    stream: Stream,
     state: Mutex<State>,
     /// Signalled when items are queued, room is made, or the thread ends.
     changed: Condvar,
@@ -108,9 +119,30 @@ impl Stdout {
         Stdout::start_on(std::io::stdout(), MAX_QUEUED_BYTES, stall)
     }
 
+    /// The writer of the process's log lines on standard error, started on
+    /// first use. A log line never waits: stderr that nobody reads (an
+    /// editor that pipes it and never reads) drops lines instead of holding
+    /// the runtime's one thread in `write`.
+    pub(crate) fn stderr() -> &'static Stdout {
+        static STDERR: std::sync::OnceLock<Stdout> = std::sync::OnceLock::new();
+        STDERR.get_or_init(|| {
+            Stdout::start_stream(std::io::stderr(), 256 * 1024, Duration::ZERO, Stream::Err)
+        })
+    }
+
     /// Starts the writer thread on `out`.
     fn start_on(out: impl Write + Send + 'static, max_bytes: usize, stall: Duration) -> Stdout {
+        Stdout::start_stream(out, max_bytes, stall, Stream::Out)
+    }
+
+    fn start_stream(
+        out: impl Write + Send + 'static,
+        max_bytes: usize,
+        stall: Duration,
+        stream: Stream,
+    ) -> Stdout {
         let shared = Arc::new(Shared {
+            stream,
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             max_bytes,
@@ -255,6 +287,30 @@ fn write_loop(shared: &Shared, out: impl Write) {
         if dropped > 0 {
             report_dropped(dropped, shared.stall);
         }
+        if shared.stream == Stream::Err {
+            // Log lines: all of the batch with the spinner hidden once.
+            if !broken {
+                let write = |out: &mut std::io::BufWriter<_>| {
+                    batch.iter().try_for_each(|item| match item {
+                        Item::Text(text) => out.write_all(text.as_bytes()),
+                        Item::Spinner(_) => Ok(()),
+                    })?;
+                    out.flush()
+                };
+                if crate::render::with_spinner_hidden(|| write(&mut out)).is_err() {
+                    broken = true;
+                }
+            }
+            let mut state = shared.lock();
+            state.writing = false;
+            let end = closed && state.queue.is_empty();
+            drop(state);
+            shared.changed.notify_all();
+            if end {
+                break;
+            }
+            continue;
+        }
         for item in batch {
             match item {
                 Item::Text(text) => {
@@ -296,6 +352,13 @@ fn write_loop(shared: &Shared, out: impl Write) {
 }
 
 fn report_dropped(dropped: u64, stall: Duration) {
+    if stall.is_zero() {
+        let _ = writeln!(
+            std::io::stderr(),
+            "sprout: {dropped} log line(s) were not shown: standard error was not read"
+        );
+        return;
+    }
     let _ = writeln!(
         std::io::stderr(),
         "sprout: {dropped} line(s) of output were not shown: standard output was not read for {} ms",
@@ -467,6 +530,31 @@ mod tests {
         stdout.push(text("after\n"));
         assert!(stdout.finish(Duration::from_secs(10)));
         assert_eq!(&*out.bytes.lock().unwrap(), b"before the prompt\nafter\n");
+    }
+
+    // Log lines never wait: a stderr nobody reads drops them at once, and
+    // they still arrive in order once it is read.
+    #[test]
+    fn log_lines_never_wait() {
+        let out = Recorder::default();
+        out.held.store(true, Ordering::SeqCst);
+        let stderr = Stdout::start_stream(out.clone(), 64, Duration::ZERO, Stream::Err);
+        stderr.push(text("first\n"));
+        taken(&stderr);
+        let pushed = Instant::now();
+        for i in 0..1000 {
+            stderr.push(text(&format!("line {i}\n")));
+        }
+        assert!(
+            pushed.elapsed() < Duration::from_secs(1),
+            "no wait: {:?}",
+            pushed.elapsed()
+        );
+        assert!(stderr.shared.lock().dropped > 0);
+        out.held.store(false, Ordering::SeqCst);
+        assert!(stderr.finish(Duration::from_secs(10)));
+        let written = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
+        assert!(written.starts_with("first\nline 0\n"), "{written}");
     }
 
     // A closed pipe ends the writing; pushing and finishing still return.
