@@ -540,12 +540,33 @@ pub(crate) fn cut_short(what: &str) -> ModelError {
 /// milliseconds at every start, for a connection that never does TLS. Any
 /// other URL gets the platform's verifier.
 pub(crate) fn client(base_url: &str) -> reqwest::Client {
+    let is_https = |url: &str| {
+        url.get(..8)
+            .is_some_and(|scheme| scheme.eq_ignore_ascii_case("https://"))
+    };
     let plain = base_url
         .get(..7)
-        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"));
+        .is_some_and(|scheme| scheme.eq_ignore_ascii_case("http://"))
+        // A proxy reached over TLS needs the roots after all.
+        && !["HTTP_PROXY", "http_proxy", "ALL_PROXY", "all_proxy"]
+            .iter()
+            .any(|name| std::env::var(name).is_ok_and(|v| is_https(&v)));
     let builder = reqwest::Client::builder();
     let builder = if plain {
-        builder.tls_certs_only([])
+        // Without roots, a redirect to https could only fail with a TLS
+        // error; say what to do instead.
+        let redirects = reqwest::redirect::Policy::custom(|attempt| {
+            if attempt.url().scheme() == "https" {
+                attempt.error(
+                    "the endpoint redirected to https: give its https:// URL as the base URL",
+                )
+            } else if attempt.previous().len() >= 10 {
+                attempt.error("more than 10 redirects")
+            } else {
+                attempt.follow()
+            }
+        });
+        builder.tls_certs_only([]).redirect(redirects)
     } else {
         builder
     };

@@ -484,3 +484,26 @@ async fn a_hung_endpoint_times_out_twice_at_most() {
     assert_eq!(accepted.load(std::sync::atomic::Ordering::SeqCst), 2);
     server.abort();
 }
+
+// An http:// endpoint's client loads no TLS roots; a redirect to https says
+// what to do instead of failing with a certificate error.
+#[tokio::test]
+async fn a_redirect_to_https_says_to_use_the_https_url() {
+    // As often as the client tries (a transport error is retried).
+    let redirect = || {
+        (
+            307,
+            vec![("location", "https://127.0.0.1:9/v1/chat/completions".into())],
+            String::new(),
+        )
+    };
+    let api = FakeApi::start_with_headers((0..4).map(|_| redirect()).collect()).await;
+    let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
+    let request = ModelRequest {
+        system: "",
+        messages: &[],
+        tools: &[],
+    };
+    let error = model.complete(request).await.unwrap_err().to_string();
+    assert!(error.contains("redirected to https"), "{error}");
+}
