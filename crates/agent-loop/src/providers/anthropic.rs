@@ -609,13 +609,28 @@ fn error_event(error: &Value) -> ModelError {
 #[async_trait]
 impl Model for Anthropic {
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        self.complete_streaming(request, &|_| {}).await
+        self.ask(request, None).await
     }
 
     async fn complete_streaming(
         &self,
         request: ModelRequest<'_>,
         on_text: &TextSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        self.ask(request, Some(on_text)).await
+    }
+
+    fn describe(&self) -> String {
+        self.description()
+    }
+}
+
+impl Anthropic {
+    /// One answer; its text pieces go to `on_text` if someone sees them.
+    async fn ask(
+        &self,
+        request: ModelRequest<'_>,
+        on_text: Option<&TextSink<'_>>,
     ) -> Result<ModelResponse, ModelError> {
         let mut headers = HeaderMap::new();
         let key = HeaderValue::from_str(&self.api_key)
@@ -642,7 +657,7 @@ impl Model for Anthropic {
         .await
     }
 
-    fn describe(&self) -> String {
+    fn description(&self) -> String {
         format!("anthropic {} at {}", self.model, self.base_url)
     }
 }

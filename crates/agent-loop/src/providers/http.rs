@@ -246,15 +246,19 @@ pub(crate) struct Endpoint<'a> {
 ///
 /// Retries follow [`post_json`]'s rule, but a streamed attempt that failed
 /// after any of its text reached `on_text` is never tried again: the person
-/// has seen that text. A server that refuses the stream (a 4xx that names
-/// streaming, see [`refuses_streaming`]) is asked once more for the whole
-/// answer; an answer that is not an event stream is read as a whole one.
+/// has seen that text. Without `on_text` (nobody sees the pieces: a
+/// summary request), a stream cut midway is retried like any other failure.
+/// A server that refuses the stream (a 4xx that names streaming, see
+/// [`refuses_streaming`]) is asked once more for the whole answer; an answer
+/// that is not an event stream is read as a whole one.
 pub(crate) async fn ask<D: StreamDecoder>(
     endpoint: &Endpoint<'_>,
     streamed: &(impl serde::Serialize + Sync),
     whole: &(impl serde::Serialize + Sync),
-    on_text: &TextSink<'_>,
+    on_text: Option<&TextSink<'_>>,
 ) -> Result<ModelResponse, ModelError> {
+    let seen = on_text.is_some();
+    let on_text: &TextSink<'_> = on_text.unwrap_or(&|_| {});
     let Endpoint {
         client,
         url,
@@ -286,9 +290,10 @@ pub(crate) async fn ask<D: StreamDecoder>(
             endpoint.refused.store(true, Ordering::Relaxed);
             return Ok(answer);
         }
-        if delivered {
+        if delivered && seen {
             return Err(e);
         }
+        delivered = false;
         match retries.wait(&e, retry_after, settings) {
             Some(wait) => tokio::time::sleep(wait).await,
             None => return Err(e),

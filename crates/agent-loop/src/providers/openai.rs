@@ -625,13 +625,28 @@ fn error_event(error: &Value) -> ModelError {
 #[async_trait]
 impl Model for OpenAiCompat {
     async fn complete(&self, request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
-        self.complete_streaming(request, &|_| {}).await
+        self.ask(request, None).await
     }
 
     async fn complete_streaming(
         &self,
         request: ModelRequest<'_>,
         on_text: &TextSink<'_>,
+    ) -> Result<ModelResponse, ModelError> {
+        self.ask(request, Some(on_text)).await
+    }
+
+    fn describe(&self) -> String {
+        self.description()
+    }
+}
+
+impl OpenAiCompat {
+    /// One answer; its text pieces go to `on_text` if someone sees them.
+    async fn ask(
+        &self,
+        request: ModelRequest<'_>,
+        on_text: Option<&TextSink<'_>>,
     ) -> Result<ModelResponse, ModelError> {
         let mut headers = HeaderMap::new();
         if let Some(key) = &self.api_key {
@@ -657,7 +672,7 @@ impl Model for OpenAiCompat {
         .await
     }
 
-    fn describe(&self) -> String {
+    fn description(&self) -> String {
         format!("openai-compatible {} at {}", self.model, self.base_url)
     }
 }

@@ -399,6 +399,36 @@ async fn a_stream_cut_midway_is_an_error_and_not_retried() {
     }
 }
 
+// Without a sink (a summary request: nobody sees its pieces) a stream cut
+// midway is retried like any failure, and the retry's answer is the answer.
+#[tokio::test]
+async fn an_unseen_stream_cut_midway_is_retried() {
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        let turn = looking();
+        let events = turn.events(provider);
+        let text = sse(provider, &events[..5], false);
+        let api = FakeApi::start_replies(vec![
+            Reply::Stream(split(&text), StreamEnd::Close),
+            streamed(&turn, provider),
+        ])
+        .await;
+        let model = provider_model(provider, &api.url, stream_settings());
+        let history = [Message::user("go")];
+        let request = ModelRequest {
+            system: "sys",
+            messages: &history,
+            tools: &[],
+        };
+        let answer = tokio::time::timeout(BOUND, model.complete(request))
+            .await
+            .expect("the model call outlived its bound");
+        let answer = answer.unwrap_or_else(|e| panic!("{provider:?}: {e}"));
+        assert_eq!(answer, turn.response(), "{provider:?}");
+        assert_eq!(api.bodies().len(), 2, "{provider:?}");
+        api.stop();
+    }
+}
+
 // An error event before any text is retried as its status; after text, it
 // ends the call.
 #[tokio::test]
