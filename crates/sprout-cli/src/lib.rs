@@ -105,12 +105,14 @@ fn report_error(message: &str) {
     let _ = writeln!(std::io::stderr(), "{message}");
 }
 
-/// Writes text to stdout in one write; a stdout that is gone is not an
-/// error worth a panic (`println!` would panic).
+/// Writes text to stdout in one write, through a writer thread, and waits
+/// for it at most [`OUTPUT_DRAIN`]: a stdout that is gone is not an error
+/// worth a panic (`println!` would panic), and one that nobody reads does
+/// not hold the exit.
 fn print_out(text: &str) {
-    use std::io::Write as _;
-    let mut out = std::io::stdout().lock();
-    let _ = out.write_all(text.as_bytes()).and_then(|()| out.flush());
+    let out = stdout::Stdout::start(stdout::STALL_BOUND);
+    out.push_essential(stdout::Item::Text(text.to_owned()));
+    out.finish(OUTPUT_DRAIN);
 }
 
 fn fail(message: &str) -> i32 {
