@@ -924,3 +924,81 @@ fn a_streamed_answer_is_sent_piece_by_piece_once() {
     assert_eq!(chunks, pieces);
     assert!(client.finish().success());
 }
+
+// Every hook point a prompt passes through reaches the client as a round of
+// its own, named for its hook point, with its events in `_meta` [O1]: the
+// session's start and the prompt's [E1] [E2], before and after the tool
+// call [E3] [E4], and the end of the turn.
+#[test]
+fn every_hook_point_of_a_prompt_is_a_round_over_acp() {
+    let scratch = Scratch::new("acp-every-hook");
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, tool("c1", "fx__work")),
+        (Duration::ZERO, end("done")),
+    ]);
+    let env = fake_env(&fake, &[("MCP_HOOK_SERVERS", "*")]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let hooks = "_SessionStart,_UserPromptSubmit,_PreToolUse,_PostToolUse,_Stop";
+    let session = client.new_session(
+        &scratch.0,
+        json!([fixture_server(
+            "fx",
+            &[
+                "--tools",
+                "work",
+                "--hooks",
+                hooks,
+                "--script",
+                "_SessionStart=text=welcome",
+                "--script",
+                "_UserPromptSubmit=text=mind the tests",
+                "--script",
+                "_PostToolUse=text=ran fine",
+                "--stop",
+                "empty"
+            ]
+        )]),
+    );
+    let id = client.prompt(&session, "work");
+    let response = client.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let rounds: Vec<String> = client
+        .updates
+        .iter()
+        .map(|u| &u["params"]["update"])
+        .filter(|u| {
+            u["sessionUpdate"] == "tool_call"
+                && u["toolCallId"]
+                    .as_str()
+                    .is_some_and(|id| id.starts_with("sprout-hook-round-"))
+        })
+        .map(|u| {
+            u["_meta"]["sprout/events"][0]["hook"]
+                .as_str()
+                .unwrap_or("?")
+                .to_owned()
+        })
+        .collect();
+    assert_eq!(
+        rounds,
+        [
+            "_SessionStart",
+            "_UserPromptSubmit",
+            "_PreToolUse",
+            "_PostToolUse",
+            "_Stop"
+        ],
+        "{:#?}",
+        client.updates
+    );
+    // The tool ran, and its result carries the _PostToolUse note [E4].
+    let result = client
+        .updates
+        .iter()
+        .map(|u| &u["params"]["update"])
+        .find(|u| u["toolCallId"] == "c1" && u["status"] == "completed")
+        .unwrap_or_else(|| panic!("c1 completed: {:#?}", client.updates));
+    assert!(result.to_string().contains("ran fine"), "{result}");
+    assert!(client.finish().success());
+}
