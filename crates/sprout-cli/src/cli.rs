@@ -83,6 +83,8 @@ pub(crate) enum Command {
             default_value = "8388608"
         )]
         max_frame_bytes: String,
+        #[command(flatten)]
+        save: SaveArgs,
     },
     /// Inspect and exercise hooks.
     Hooks {

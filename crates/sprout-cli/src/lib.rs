@@ -216,6 +216,7 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
             session,
             model,
             max_frame_bytes,
+            save,
         } => {
             let m = sub(matches, "acp");
             if session.json {
@@ -244,6 +245,8 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                     Some(_) => Some(settings::servers(&session)?),
                     None => None,
                 },
+                save_in: settings::saving(&save)?,
+                sessions_dir: settings::sessions_dir(&save.dir).ok(),
             };
             let signals = Signals::install();
             Ok(match acp::serve(config, signals.token().clone()).await {

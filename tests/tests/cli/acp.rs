@@ -1002,3 +1002,72 @@ fn every_hook_point_of_a_prompt_is_a_round_over_acp() {
     assert!(result.to_string().contains("ran fine"), "{result}");
     assert!(client.finish().success());
 }
+
+// `session/load` [issue 14]: a session of one `sprout acp` process, saved as
+// it went, is picked up by another: the history is replayed to the client
+// before the answer, and the next prompt's request carries it. An id that
+// is no saved session is refused by name.
+#[test]
+fn a_saved_session_is_loaded_by_another_process() {
+    let scratch = Scratch::new("acp-load");
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, end("first answer")),
+        (Duration::ZERO, end("second answer")),
+    ]);
+    let env = fake_env(&fake, &[]);
+    let mut first = AcpClient::start(&scratch, &refs(&env));
+    let init = first.initialize();
+    assert_eq!(
+        init["result"]["agentCapabilities"]["loadSession"], true,
+        "{init}"
+    );
+    let session = first.new_session(&scratch.0, json!([]));
+    let id = first.prompt(&session, "first prompt");
+    let response = first.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    assert!(first.finish().success());
+
+    let mut second = AcpClient::start(&scratch, &refs(&env));
+    second.initialize();
+    let unknown = second.call(
+        "session/load",
+        json!({"sessionId": "no-such-session", "cwd": scratch.0, "mcpServers": []}),
+    );
+    assert!(
+        unknown["error"].to_string().contains("no saved session"),
+        "{unknown}"
+    );
+    let loaded = second.call(
+        "session/load",
+        json!({"sessionId": session, "cwd": scratch.0, "mcpServers": []}),
+    );
+    assert!(loaded["result"].is_object(), "{loaded}");
+    let replayed: Vec<(String, String)> = second
+        .updates
+        .iter()
+        .map(|u| &u["params"]["update"])
+        .filter_map(|u| {
+            Some((
+                u["sessionUpdate"].as_str()?.to_owned(),
+                u["content"]["text"].as_str()?.to_owned(),
+            ))
+        })
+        .collect();
+    assert_eq!(
+        replayed,
+        [
+            ("user_message_chunk".to_owned(), "first prompt".to_owned()),
+            ("agent_message_chunk".to_owned(), "first answer".to_owned()),
+        ]
+    );
+    let id = second.prompt(&session, "second prompt");
+    let response = second.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let requests = fake.requests.lock().unwrap().clone();
+    let history = requests[1]["messages"].to_string();
+    assert!(
+        history.contains("first prompt") && history.contains("first answer"),
+        "{history}"
+    );
+    assert!(second.finish().success());
+}

@@ -57,6 +57,10 @@ pub(crate) struct AcpConfig {
     /// Servers every session gets before the client's own: those of
     /// `--mcp-config`, or `None` to read `.mcp.json` in each session's `cwd`.
     pub(crate) servers: Option<Vec<ServerSpec>>,
+    /// Where sessions' transcripts are written; `None` when not saved.
+    pub(crate) save_in: Option<std::path::PathBuf>,
+    /// Where `session/load` looks for saved sessions.
+    pub(crate) sessions_dir: Option<std::path::PathBuf>,
 }
 
 impl std::fmt::Debug for AcpConfig {

@@ -36,7 +36,8 @@ pub(crate) async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<
     let sessions = Sessions::new(config);
     let transport = acp::Lines::new(outgoing, incoming);
     let builder = {
-        let (new, prompt, close, cancel) = (
+        let (new, load, prompt, close, cancel) = (
+            sessions.clone(),
             sessions.clone(),
             sessions.clone(),
             sessions.clone(),
@@ -52,6 +53,12 @@ pub(crate) async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<
             .on_receive_request(
                 async move |request: s::NewSessionRequest, responder, cx: ConnectionTo<Client>| {
                     new_session(&new, request, responder, cx)
+                },
+                on_receive_request!(),
+            )
+            .on_receive_request(
+                async move |request: s::LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
+                    load_session(&load, request, responder, cx)
                 },
                 on_receive_request!(),
             )
@@ -97,6 +104,7 @@ pub(crate) async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<
 fn initialize(responder: Responder<s::InitializeResponse>) -> Result<(), acp::Error> {
     let sessions = s::SessionCapabilities::new().close(s::SessionCloseCapabilities::new());
     let capabilities = s::AgentCapabilities::new()
+        .load_session(true)
         .prompt_capabilities(s::PromptCapabilities::new().embedded_context(true))
         .mcp_capabilities(s::McpCapabilities::new().http(true))
         .session_capabilities(sessions);
@@ -105,6 +113,30 @@ fn initialize(responder: Responder<s::InitializeResponse>) -> Result<(), acp::Er
             .agent_capabilities(capabilities)
             .agent_info(s::Implementation::new("sprout", env!("CARGO_PKG_VERSION"))),
     )
+}
+
+/// `session/load`: answered from a task once the servers have started and
+/// the history has been replayed.
+fn load_session(
+    sessions: &Arc<Sessions>,
+    request: s::LoadSessionRequest,
+    responder: Responder<s::LoadSessionResponse>,
+    cx: ConnectionTo<Client>,
+) -> Result<(), acp::Error> {
+    let table = sessions.clone();
+    sessions.spawn(async move {
+        match table.load(request, cx).await {
+            Ok((response, sink)) => {
+                let _ = responder.respond(response);
+                // Start-up events go out after the answer, as for a new one.
+                sink.release();
+            }
+            Err(e) => {
+                let _ = responder.respond_with_error(e.into());
+            }
+        }
+    });
+    Ok(())
 }
 
 /// `session/new`: answered from a task once the servers have started.

@@ -83,6 +83,20 @@ pub(crate) enum SessionError {
     /// The policy refused the session's servers.
     #[error(transparent)]
     Setup(#[from] SetupError),
+    /// `session/load` of an id that is no saved session.
+    #[error("no saved session {0:?}")]
+    NotSaved(String),
+    /// `session/load` of a session that is open already.
+    #[error("session {0:?} is open already")]
+    Open(String),
+    /// A saved session that cannot be read or picked up.
+    #[error("cannot load session {id:?}: {why}")]
+    Load {
+        /// The session.
+        id: String,
+        /// Why.
+        why: String,
+    },
 }
 
 impl From<SessionError> for acp::Error {
@@ -187,13 +201,68 @@ impl Sessions {
     /// Opens a session for `request`: checks the `cwd`, gathers the servers
     /// (ours, then the client's), starts them and makes the agent. The sink
     /// holds the session's updates until it is released, once the client
-    /// has the response that names the session.
+    /// has the response that names the session. With saving on, the
+    /// session's transcript is written as it goes, under its id.
     pub(super) async fn open(
         &self,
         request: s::NewSessionRequest,
         cx: ConnectionTo<Client>,
     ) -> Result<(s::NewSessionResponse, Arc<UpdateSink>), SessionError> {
-        let cwd = &request.cwd;
+        let n = self.next_session.fetch_add(1, Ordering::SeqCst);
+        let id = match &self.config.save_in {
+            // Unique across processes too: it names the transcript's file.
+            Some(_) => format!("{}-{n}", crate::sessions::new_id()),
+            None => format!("sprout-{n}"),
+        };
+        let (session_id, updates) = self
+            .start(&id, &request.cwd, &request.mcp_servers, cx, None)
+            .await?;
+        Ok((s::NewSessionResponse::new(session_id), updates))
+    }
+
+    /// Loads saved session `request.session_id` (`session/load`): its
+    /// servers are started afresh, its history and `_Stop` budget restored,
+    /// and the history replayed to the client as updates before the answer
+    /// (\[E1\]: `_SessionStart` is asked again at the next prompt).
+    pub(super) async fn load(
+        &self,
+        request: s::LoadSessionRequest,
+        cx: ConnectionTo<Client>,
+    ) -> Result<(s::LoadSessionResponse, Arc<UpdateSink>), SessionError> {
+        let id = request.session_id.0.to_string();
+        if lock(&self.open).contains_key(&id) {
+            return Err(SessionError::Open(id));
+        }
+        let Some(dir) = &self.config.sessions_dir else {
+            return Err(SessionError::NotSaved(id));
+        };
+        if !agent_loop::transcript::valid_id(&id) {
+            return Err(SessionError::NotSaved(id));
+        }
+        let path = dir.join(format!("{id}.{}", agent_loop::transcript::EXTENSION));
+        if !path.is_file() {
+            return Err(SessionError::NotSaved(id));
+        }
+        let saved = agent_loop::transcript::read(&path).map_err(|e| SessionError::Load {
+            id: id.clone(),
+            why: e.to_string(),
+        })?;
+        let (_, updates) = self
+            .start(&id, &request.cwd, &request.mcp_servers, cx, Some(saved))
+            .await?;
+        Ok((s::LoadSessionResponse::new(), updates))
+    }
+
+    /// Starts session `id` in `cwd` with the client's `servers` (after
+    /// ours), picking up `saved` if given, and puts it in the table.
+    async fn start(
+        &self,
+        id: &str,
+        cwd: &Path,
+        servers: &[s::McpServer],
+        cx: ConnectionTo<Client>,
+        saved: Option<agent_loop::transcript::SavedSession>,
+    ) -> Result<(s::SessionId, Arc<UpdateSink>), SessionError> {
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(SessionError::BadCwd(cwd.display().to_string()));
         }
@@ -201,19 +270,21 @@ impl Sessions {
             Some(specs) => specs.clone(),
             None => crate::settings::servers_in(cwd)?,
         };
-        for spec in client_servers(&request.mcp_servers, cwd)? {
+        for spec in client_servers(servers, cwd)? {
             if specs.iter().any(|s| s.name == spec.name) {
                 return Err(SessionError::Configured(spec.name));
             }
             specs.push(spec);
         }
-        let id = format!(
-            "sprout-{}",
-            self.next_session.fetch_add(1, Ordering::SeqCst)
-        );
-        let session_id = s::SessionId::new(id.clone());
+        let session_id = s::SessionId::new(id.to_owned());
         let updates = UpdateSink::new(cx, session_id.clone());
+        let cwd = cwd.display().to_string();
         let sink = updates.clone().into_sink();
+        let transcript = self.transcript(id, &cwd, saved.as_ref());
+        let sink = match &transcript {
+            Some(transcript) => transcript.tee(sink),
+            None => sink,
+        };
         let config = &self.config;
         let host = Host::start(
             specs,
@@ -223,17 +294,54 @@ impl Sessions {
         )
         .await?;
         let context = HookContext {
-            session_id: id.clone(),
-            cwd: cwd.display().to_string(),
+            session_id: id.to_owned(),
+            cwd,
         };
-        let agent = Agent::new(config.model.clone(), host, config.agent.clone(), sink)
+        let mut agent = Agent::new(config.model.clone(), host, config.agent.clone(), sink)
             .with_hook_context(context);
+        if let Some(transcript) = transcript {
+            agent = agent.with_observer(transcript);
+        }
+        if let Some(saved) = &saved {
+            agent.resume(saved).map_err(|e| SessionError::Load {
+                id: id.to_owned(),
+                why: e.to_string(),
+            })?;
+            updates.replay(&saved.history);
+        }
         let session = Arc::new(Session {
             agent: Arc::new(tokio::sync::Mutex::new(Some(agent))),
             cancel: Mutex::new(None),
         });
-        lock(&self.open).insert(id, session);
-        Ok((s::NewSessionResponse::new(session_id), updates))
+        lock(&self.open).insert(id.to_owned(), session);
+        Ok((session_id, updates))
+    }
+
+    /// The session's transcript, when sessions are saved: a new one, or the
+    /// saved one picked up. One that cannot be written is a warning on
+    /// stderr; the session goes on unsaved.
+    fn transcript(
+        &self,
+        id: &str,
+        cwd: &str,
+        saved: Option<&agent_loop::transcript::SavedSession>,
+    ) -> Option<agent_loop::transcript::Transcript> {
+        let dir = self.config.save_in.as_ref()?;
+        let sprout = env!("CARGO_PKG_VERSION");
+        let opened = match saved {
+            Some(saved) => agent_loop::transcript::Transcript::resume(saved, sprout),
+            None => agent_loop::transcript::Transcript::create(dir, id, cwd, sprout),
+        };
+        match opened {
+            Ok(transcript) => Some(transcript),
+            Err(e) => {
+                tracing::warn!(
+                    "session {id} is not saved: cannot write its transcript in {}: {e}",
+                    dir.display()
+                );
+                None
+            }
+        }
     }
 
     /// Takes session `id`'s agent for a prompt of `text`, unless a prompt

@@ -106,6 +106,54 @@ impl UpdateSink {
         }
     }
 
+    /// Sends a loaded session's history (`session/load`), now and before
+    /// anything held: what the person said, what the model said, each tool
+    /// call and its result, as they were shown when they happened.
+    pub(super) fn replay(&self, history: &[agent_loop::Message]) {
+        use agent_loop::Message;
+        for message in history {
+            match message {
+                Message::User { text } => self.send(s::SessionUpdate::UserMessageChunk(
+                    s::ContentChunk::new(text.clone().into()),
+                )),
+                Message::Assistant { text, tool_calls } => {
+                    if !text.is_empty() {
+                        self.send(s::SessionUpdate::AgentMessageChunk(s::ContentChunk::new(
+                            text.clone().into(),
+                        )));
+                    }
+                    for call in tool_calls {
+                        let event = AgentEvent::ToolCall {
+                            id: call.id.clone(),
+                            name: call.name.clone(),
+                            arguments: call.arguments.clone(),
+                        };
+                        for update in updates(&event) {
+                            self.send(update);
+                        }
+                    }
+                }
+                Message::ToolResult {
+                    call_id,
+                    name,
+                    content,
+                    is_error,
+                } => {
+                    let event = AgentEvent::ToolResult {
+                        id: call_id.clone(),
+                        name: name.clone(),
+                        is_error: *is_error,
+                        text: content.clone(),
+                        latency: std::time::Duration::ZERO,
+                    };
+                    for update in updates(&event) {
+                        self.send(update);
+                    }
+                }
+            }
+        }
+    }
+
     pub(super) fn into_sink(self: Arc<Self>) -> agent_loop::Sink {
         use std::sync::atomic::Ordering;
         Arc::new(move |event: &AgentEvent| match event {
