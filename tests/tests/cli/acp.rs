@@ -659,7 +659,11 @@ fn the_official_typescript_sdk_drives_sprout() {
             command.env(key, value);
         }
     }
-    command.envs(fake.env()).env("MCP_HOOK_SERVERS", "*");
+    command
+        .envs(fake.env())
+        .env("MCP_HOOK_SERVERS", "*")
+        // Sessions are saved in the scratch directory, not the real home.
+        .env("XDG_STATE_HOME", scratch.0.join(".state"));
     let out = command.output().expect("node runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -681,6 +685,24 @@ fn the_official_typescript_sdk_drives_sprout() {
         .collect();
     for kind in ["agent_message_chunk", "tool_call", "tool_call_update"] {
         assert!(updates.contains(&kind), "no {kind} in {updates:?}");
+    }
+    // A second `sprout acp` loads the session [issue 14]: its history comes
+    // back as updates, the person's prompt first.
+    assert_eq!(result["loadSession"], true, "{result}");
+    assert_eq!(result["loaded"], true, "{result}");
+    let replayed: Vec<&str> = result["replayed"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert_eq!(
+        replayed.first(),
+        Some(&"user_message_chunk"),
+        "{replayed:?}"
+    );
+    for kind in ["agent_message_chunk", "tool_call", "tool_call_update"] {
+        assert!(replayed.contains(&kind), "no {kind} in {replayed:?}");
     }
 }
 
