@@ -80,6 +80,9 @@ impl Surface {
                 cmd.env(key, value);
             }
         }
+        // Sessions are saved, as by default, but in the scratch directory:
+        // a benchmark run leaves nothing in the person's state directory.
+        cmd.env("XDG_STATE_HOME", dir.join(".state"));
         cmd.envs(self.model.env());
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
         cmd

@@ -569,6 +569,8 @@ fn peak_memory(
         .arg(&script_path)
         .arg("--mcp-config")
         .arg(&config_path)
+        // Saved as every session is, but in the scratch directory.
+        .env("XDG_STATE_HOME", dir.join(".state"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
