@@ -16,7 +16,7 @@ trap 'rm -rf "$dir"' EXIT
 printf '{"mcpServers": {"conf": {"type": "http", "url": "%s"}}}\n' "$url" > "$dir/mcp.json"
 call() {
     printf '{"tool_calls": [{"name": "conf__%s", "arguments": %s}]}\n{"text": "done"}\n' "$1" "$2" > "$dir/script.jsonl"
-    SPROUT_AGENT_PROVIDER=script SPROUT_AGENT_SCRIPT="$dir/script.jsonl" \
+    SPROUT_AGENT_PROVIDER=script SPROUT_AGENT_SCRIPT="$dir/script.jsonl" SPROUT_SESSIONS=off \
         "$sprout" run "conformance: $1" --mcp-config "$dir/mcp.json"
 }
 case "${MCP_CONFORMANCE_SCENARIO:-}" in
