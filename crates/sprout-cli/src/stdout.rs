@@ -223,31 +223,24 @@ impl Stdout {
     /// (before something else writes to the terminal: a line editor's
     /// prompt). Returns whether it was.
     pub(crate) fn sync(&self, bound: Duration) -> bool {
-        let until = Instant::now() + bound;
-        let mut state = self.shared.lock();
-        while (!state.queue.is_empty() || state.writing) && !state.done {
-            let left = until.saturating_duration_since(Instant::now());
-            if left.is_zero() {
-                return false;
-            }
-            state = self
-                .shared
-                .changed
-                .wait_timeout(state, left)
-                .unwrap_or_else(|e| e.into_inner())
-                .0;
-        }
-        true
+        self.wait_for(bound, |state| {
+            (state.queue.is_empty() && !state.writing) || state.done
+        })
     }
 
     /// Lets the thread write what is queued and waits for it, at most
     /// `bound`; later items are not written. Returns whether everything was.
     pub(crate) fn finish(&self, bound: Duration) -> bool {
-        let mut state = self.shared.lock();
-        state.closed = true;
+        self.shared.lock().closed = true;
         self.shared.changed.notify_all();
+        self.wait_for(bound, |state| state.done)
+    }
+
+    /// Waits at most `bound` for `reached` to hold; whether it did.
+    fn wait_for(&self, bound: Duration, reached: impl Fn(&State) -> bool) -> bool {
         let until = Instant::now() + bound;
-        while !state.done {
+        let mut state = self.shared.lock();
+        while !reached(&state) {
             let left = until.saturating_duration_since(Instant::now());
             if left.is_zero() {
                 return false;
