@@ -474,16 +474,14 @@ mod tests {
         );
         slow.timeout = Duration::from_secs(30);
         let cancel = CancellationToken::new();
-        let later = cancel.clone();
-        tokio::spawn(async move {
-            tokio::time::sleep(Duration::from_millis(50)).await;
-            later.cancel();
-        });
         let started = std::time::Instant::now();
-        assert_eq!(
-            check_tool_call(&slow, None, "deploy", None, &cancel).await,
-            ""
-        );
+        let check = check_tool_call(&slow, None, "deploy", None, &cancel);
+        tokio::pin!(check);
+        // Once the check is under way (its command started, it waits), the
+        // agent cancels the call.
+        assert!(futures::poll!(&mut check).is_pending());
+        cancel.cancel();
+        assert_eq!(check.await, "");
         assert!(started.elapsed() < Duration::from_secs(20));
         let missing = GateOptions {
             tools: vec!["*".into()],
