@@ -10,6 +10,7 @@
 //! Not here: the sessions and their prompts (`session`), what the client is
 //! told of them (`updates`), the bytes on stdio (`framing`).
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -21,8 +22,8 @@ use agent_client_protocol::{
 use hooks_core::SessionEndReason;
 use tokio_util::sync::CancellationToken;
 
-use super::session::Sessions;
-use super::updates::prompt_response;
+use super::session::{SessionError, Sessions};
+use super::updates::{UpdateSink, prompt_response};
 use super::{AcpConfig, AcpError, framing};
 
 /// How long the end waits for queued frames to reach stdout.
@@ -124,18 +125,11 @@ fn load_session(
     cx: ConnectionTo<Client>,
 ) -> Result<(), acp::Error> {
     let table = sessions.clone();
-    sessions.spawn(async move {
-        match table.load(request, cx).await {
-            Ok((response, sink)) => {
-                let _ = responder.respond(response);
-                // Start-up events go out after the answer, as for a new one.
-                sink.release();
-            }
-            Err(e) => {
-                let _ = responder.respond_with_error(e.into());
-            }
-        }
-    });
+    answer_when_started(
+        sessions,
+        responder,
+        async move { table.load(request, cx).await },
+    );
     Ok(())
 }
 
@@ -147,11 +141,26 @@ fn new_session(
     cx: ConnectionTo<Client>,
 ) -> Result<(), acp::Error> {
     let table = sessions.clone();
+    answer_when_started(
+        sessions,
+        responder,
+        async move { table.open(request, cx).await },
+    );
+    Ok(())
+}
+
+/// Runs `start` (a session's servers starting) as one of the table's tasks
+/// and answers with what it gives; the session's held updates (start-up
+/// events) go out after the answer, once the client knows the session.
+fn answer_when_started<T: acp::JsonRpcResponse>(
+    sessions: &Sessions,
+    responder: Responder<T>,
+    start: impl Future<Output = Result<(T, Arc<UpdateSink>), SessionError>> + Send + 'static,
+) {
     sessions.spawn(async move {
-        match table.open(request, cx).await {
+        match start.await {
             Ok((response, sink)) => {
                 let _ = responder.respond(response);
-                // Start-up events go out once the client knows the id.
                 sink.release();
             }
             Err(e) => {
@@ -159,7 +168,6 @@ fn new_session(
             }
         }
     });
-    Ok(())
 }
 
 /// `session/prompt`: refused at once, or answered when the prompt ends.
