@@ -406,6 +406,21 @@ mod tests {
         }
     }
 
+    /// A writer of a 64-byte queue on a held output, stalled: "taken" is
+    /// being written (the writer blocks on it), 60 bytes of `q` are queued,
+    /// and a line after them found no room within `stall` and was dropped.
+    fn stalled(stall: Duration) -> (Recorder, Stdout) {
+        let out = Recorder::default();
+        out.held.store(true, Ordering::SeqCst);
+        let stdout = Stdout::start_on(out.clone(), 64, stall);
+        stdout.push(text("taken\n"));
+        taken(&stdout);
+        stdout.push(text(&format!("{}\n", "q".repeat(59))));
+        stdout.push(text("dropped\n"));
+        assert!(stdout.shared.lock().stalled);
+        (out, stdout)
+    }
+
     // Every line arrives, in order, and a burst queued while the writer was
     // busy costs one write, not one per line.
     #[test]
@@ -463,15 +478,8 @@ mod tests {
     // what comes after is written, what was dropped is not.
     #[test]
     fn after_a_stall_lines_go_through_when_there_is_room() {
-        let out = Recorder::default();
-        out.held.store(true, Ordering::SeqCst);
         let stall = Duration::from_millis(100);
-        let stdout = Stdout::start_on(out.clone(), 64, stall);
-        stdout.push(text("one\n"));
-        taken(&stdout);
-        stdout.push(text(&format!("{}\n", "q".repeat(59))));
-        stdout.push(text("dropped\n"));
-        assert!(stdout.shared.lock().stalled);
+        let (out, stdout) = stalled(stall);
         out.held.store(false, Ordering::SeqCst);
         taken(&stdout);
         let pushed = Instant::now();
@@ -480,29 +488,22 @@ mod tests {
         assert!(stdout.shared.lock().stalled, "stalled for good");
         assert!(stdout.finish(Duration::from_secs(10)));
         let written = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
-        assert_eq!(written, format!("one\n{}\nshown\n", "q".repeat(59)));
+        assert_eq!(written, format!("taken\n{}\nshown\n", "q".repeat(59)));
     }
 
     // An essential line goes in however full the queue is, and never
     // waits, stalled or not.
     #[test]
     fn essential_lines_are_never_dropped() {
-        let out = Recorder::default();
-        out.held.store(true, Ordering::SeqCst);
         let stall = Duration::from_millis(100);
-        let stdout = Stdout::start_on(out.clone(), 64, stall);
-        stdout.push(text("taken\n"));
-        taken(&stdout);
-        stdout.push(text(&format!("{}\n", "a".repeat(59))));
-        stdout.push(text("dropped\n"));
-        assert!(stdout.shared.lock().stalled);
+        let (out, stdout) = stalled(stall);
         let pushed = Instant::now();
         stdout.push_essential(text("the end\n"));
         assert!(pushed.elapsed() < stall);
         out.held.store(false, Ordering::SeqCst);
         assert!(stdout.finish(Duration::from_secs(10)));
         let written = String::from_utf8(out.bytes.lock().unwrap().clone()).unwrap();
-        assert_eq!(written, format!("taken\n{}\nthe end\n", "a".repeat(59)));
+        assert_eq!(written, format!("taken\n{}\nthe end\n", "q".repeat(59)));
     }
 
     // `sync` returns once what was queued is written, not before, and the
