@@ -300,7 +300,7 @@ async fn compaction_summary_then_reinjection_p1_p2() {
     assert!(events.lock().unwrap().iter().any(|e| matches!(
         e,
         AgentEvent::Compacted {
-            kind: "summary",
+            kind: agent_loop::CompactionKind::Summary,
             after: 2,
             ..
         }
@@ -354,7 +354,7 @@ async fn truncation_fallback_still_runs_post_compact_p1() {
         _ => None,
     });
     let (kind, note, removed, after) = compacted.expect("a compaction");
-    assert_eq!(kind, "truncation");
+    assert_eq!(kind, agent_loop::CompactionKind::Truncation);
     assert!(note.unwrap().contains("summary request failed"));
     assert!(removed > 0);
     let last = model
