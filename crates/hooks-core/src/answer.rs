@@ -229,6 +229,28 @@ mod tests {
         ReplyPart::Text(s.to_owned())
     }
 
+    // The label people read is the tag events carry, for every outcome.
+    #[test]
+    fn labels_are_the_event_tags() {
+        for outcome in [
+            Outcome::Objection { text: "a".into() },
+            Outcome::Injection { text: "a".into() },
+            Outcome::Ignored { text: "a".into() },
+            Outcome::Empty,
+            Outcome::Error {
+                kind: ErrorKind::Transport,
+                detail: "a".into(),
+            },
+            Outcome::Timeout,
+            Outcome::Killed,
+            Outcome::Crashed,
+            Outcome::Cancelled,
+        ] {
+            let json = serde_json::to_value(&outcome).unwrap();
+            assert_eq!(json["outcome"], outcome.label(), "{outcome:?}");
+        }
+    }
+
     // [R1]: text items concatenated in order, other content ignored.
     #[test]
     fn text_items_concatenate_r1() {

@@ -86,6 +86,7 @@ pub enum EndReason {
     /// The loop's round limit was reached.
     MaxRounds,
     /// The loop failed (the model API, say); the loop reports the detail.
+    /// Events and the CLI name it `error`.
     Failed,
 }
 
