@@ -22,7 +22,7 @@ use hooks_core::{
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{self, CompactionSettings, UsageAnchor};
-use crate::event::{AgentEvent, Sink};
+use crate::event::{AgentEvent, CompactionKind, Sink};
 use crate::gateway::{Gateway, ToolOutput, ToolSettings, cancelled_output};
 use crate::message::{Message, ToolCall, injection_pair};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
@@ -615,9 +615,9 @@ impl<G: Gateway> Agent<G> {
             }
         };
         let kind = if summary.is_some() {
-            "summary"
+            CompactionKind::Summary
         } else {
-            "truncation"
+            CompactionKind::Truncation
         };
         // The fresh history's size before re-injection: the summary message
         // and the prompt, or the preamble and the kept tail.

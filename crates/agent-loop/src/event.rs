@@ -1,14 +1,19 @@
 //! The loop's event stream \[O1\], \[O2\]: one stream, shown to a person by the
-//! CLI and written as JSON Lines by `--json`.
+//! CLI and written as JSON Lines by `--json`. A line of the stream reads back
+//! (`Deserialize`) as the event that wrote it, durations to the microsecond.
 
 use std::time::Duration;
 
 use hooks_core::EndReason;
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// Something the agent did or saw.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-#[serde(tag = "event", rename_all = "snake_case")]
+// `remote = "Self"`: the derives write inherent functions for the loop's own
+// events, which the trait impls below call; a core event is written and read
+// as the core's own (by its tag, so a bad line's error is the one of its
+// kind).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(remote = "Self", tag = "event", rename_all = "snake_case")]
 pub enum AgentEvent {
     /// A prompt began.
     PromptStarted {
@@ -41,7 +46,8 @@ pub enum AgentEvent {
         /// How long the request took, retries included.
         #[serde(
             rename = "latency_ms",
-            serialize_with = "hooks_core::event::ser_duration_ms"
+            serialize_with = "hooks_core::event::ser_duration_ms",
+            deserialize_with = "hooks_core::event::de_duration_ms"
         )]
         latency: Duration,
     },
@@ -79,7 +85,8 @@ pub enum AgentEvent {
         /// How long it took.
         #[serde(
             rename = "latency_ms",
-            serialize_with = "hooks_core::event::ser_duration_ms"
+            serialize_with = "hooks_core::event::ser_duration_ms",
+            deserialize_with = "hooks_core::event::de_duration_ms"
         )]
         latency: Duration,
     },
@@ -96,8 +103,8 @@ pub enum AgentEvent {
     },
     /// The history was compacted.
     Compacted {
-        /// `summary` or `truncation`.
-        kind: &'static str,
+        /// A summary or a truncation.
+        kind: CompactionKind,
         /// Messages removed.
         removed: usize,
         /// Messages before.
@@ -118,9 +125,184 @@ pub enum AgentEvent {
     },
     /// A hook or policy event from the core \[O1\], serialised as the core's
     /// own event (its names do not clash with the loop's).
-    #[serde(untagged)]
+    #[serde(skip)]
     Hook(hooks_core::Event),
+}
+
+/// The `event` tags of the loop's own events; every other tag is the core's.
+const OWN_EVENTS: [&str; 10] = [
+    "prompt_started",
+    "model_request",
+    "model_response",
+    "text_delta",
+    "assistant_text",
+    "tool_call",
+    "tool_result",
+    "injected",
+    "compacted",
+    "prompt_ended",
+];
+
+impl Serialize for AgentEvent {
+    fn serialize<S: serde::Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        match self {
+            AgentEvent::Hook(event) => event.serialize(serializer),
+            own => AgentEvent::serialize(own, serializer),
+        }
+    }
+}
+
+/// Reads a line of the stream: an event of the loop by its tag, any other as
+/// the core's ([`AgentEvent::Hook`]), with the error of that kind of event.
+impl<'de> Deserialize<'de> for AgentEvent {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        use serde::de::Error;
+        let value = serde_json::Value::deserialize(deserializer)?;
+        let own = value
+            .get("event")
+            .and_then(serde_json::Value::as_str)
+            .is_some_and(|tag| OWN_EVENTS.contains(&tag));
+        if own {
+            AgentEvent::deserialize(value).map_err(D::Error::custom)
+        } else {
+            hooks_core::Event::deserialize(value)
+                .map(AgentEvent::Hook)
+                .map_err(D::Error::custom)
+        }
+    }
+}
+
+/// How the history was compacted (`summary` or `truncation` in the
+/// stream).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum CompactionKind {
+    /// A summary of the history replaced it.
+    Summary,
+    /// The oldest messages were dropped.
+    Truncation,
+}
+
+impl CompactionKind {
+    /// The kind as the stream names it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CompactionKind::Summary => "summary",
+            CompactionKind::Truncation => "truncation",
+        }
+    }
+}
+
+impl std::fmt::Display for CompactionKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
 }
 
 /// Where the loop sends its events.
 pub type Sink = std::sync::Arc<dyn Fn(&AgentEvent) + Send + Sync>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    // [O2]: each of the loop's own events, and a core event inside the
+    // stream, reads back from its line as the event that wrote it.
+    #[test]
+    fn events_read_back_from_their_json() {
+        let us = Duration::from_micros;
+        let events = [
+            AgentEvent::PromptStarted {
+                prompt: "go \u{1b}".into(),
+            },
+            AgentEvent::ModelRequest {
+                round: 1,
+                messages: 2,
+                tools: 3,
+                estimated_tokens: 4,
+            },
+            AgentEvent::ModelResponse {
+                round: 1,
+                stop: "end_turn".into(),
+                tool_calls: 0,
+                input_tokens: Some(5),
+                output_tokens: None,
+                latency: us(12_345_678),
+            },
+            AgentEvent::TextDelta { text: "pi".into() },
+            AgentEvent::AssistantText { text: "pie".into() },
+            AgentEvent::ToolCall {
+                id: "1".into(),
+                name: "t__a".into(),
+                arguments: "{}".into(),
+            },
+            AgentEvent::ToolResult {
+                id: "1".into(),
+                name: "t__a".into(),
+                is_error: true,
+                text: "no".into(),
+                latency: us(999),
+            },
+            AgentEvent::Injected {
+                hook: "_Stop".into(),
+                server: "todo".into(),
+                tool_name: "todo___Stop".into(),
+                content: "{}".into(),
+            },
+            AgentEvent::Compacted {
+                kind: CompactionKind::Truncation,
+                removed: 3,
+                before: 5,
+                after: 2,
+                note: Some("no summary".into()),
+            },
+            AgentEvent::PromptEnded {
+                reason: EndReason::Cancelled,
+                detail: None,
+                rounds: 2,
+            },
+            AgentEvent::Hook(hooks_core::Event::ServerStarting {
+                server: hooks_core::ServerName::new("todo").unwrap(),
+                attempt: 1,
+            }),
+        ];
+        for event in events {
+            let line = serde_json::to_string(&event).unwrap();
+            let back: AgentEvent =
+                serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            assert_eq!(back, event, "{line}");
+        }
+        // A core event is written flat, as the core writes it.
+        let core = hooks_core::Event::ServerStarting {
+            server: hooks_core::ServerName::new("todo").unwrap(),
+            attempt: 2,
+        };
+        assert_eq!(
+            serde_json::to_string(&AgentEvent::Hook(core.clone())).unwrap(),
+            serde_json::to_string(&core).unwrap()
+        );
+    }
+
+    // A bad line's error is the one of its kind of event, not "matched no
+    // variant".
+    #[test]
+    fn a_bad_line_says_what_is_wrong() {
+        let bad = |line: &str| {
+            serde_json::from_str::<AgentEvent>(line)
+                .unwrap_err()
+                .to_string()
+        };
+        let e = bad(
+            r#"{"event":"compacted","kind":"magic","removed":0,"before":0,"after":0,"note":null}"#,
+        );
+        assert!(e.contains("unknown variant `magic`"), "{e}");
+        let e = bad(r#"{"event":"tool_call","id":1,"name":"t","arguments":"{}"}"#);
+        assert!(e.contains("invalid type: integer `1`"), "{e}");
+        let e = bad(r#"{"event":"server_starting","server":"a__b","attempt":1}"#);
+        assert!(e.contains("invalid MCP server name"), "{e}");
+        let e = bad(r#"{"event":"no_such_event"}"#);
+        assert!(e.contains("unknown variant `no_such_event`"), "{e}");
+        let e = bad(r#"[1]"#);
+        assert!(e.contains("invalid type"), "{e}");
+    }
+}

@@ -1,7 +1,5 @@
 //! The model boundary: [`Model`], its request and response, and its errors.
 
-use std::fmt;
-
 use async_trait::async_trait;
 use hooks_core::StopReason;
 
@@ -45,10 +43,11 @@ pub struct ModelResponse {
     pub usage: Option<Usage>,
 }
 
-/// Why a model call failed.
-#[derive(Clone, Debug, PartialEq, Eq)]
+/// Why a model call failed. Its `Display` is the message a person reads.
+#[derive(Debug, thiserror::Error)]
 pub enum ModelError {
     /// The API answered with an error status.
+    #[error("the model API answered HTTP {status}: {body}")]
     Status {
         /// The HTTP status.
         status: u16,
@@ -56,44 +55,66 @@ pub enum ModelError {
         body: String,
     },
     /// The request did not get an answer (connection refused, reset, DNS).
+    #[error("the model API could not be reached: {0}")]
     Transport(String),
     /// An attempt ran out its deadline; says what timed out.
+    #[error("the model API did not answer in time: {0}")]
     Timeout(String),
     /// The answer did not follow the API's format; says what was wrong.
+    #[error("the model API's answer was malformed: {0}")]
     Malformed(String),
-    /// The scripted model has no turn left, or its file is bad.
-    Script(String),
+    /// The answer passed the size cap (`HttpSettings::max_response_bytes`),
+    /// whole or streamed.
+    #[error("the model API's answer is larger than {max} bytes")]
+    TooLarge {
+        /// The cap, in bytes.
+        max: usize,
+    },
+    /// The API key cannot be sent: it holds a character that an HTTP header
+    /// cannot carry. The key itself is never shown.
+    #[error(
+        "the API key cannot be sent: it holds a character an HTTP header cannot carry (a line break?)"
+    )]
+    InvalidApiKey,
+    /// The request could not be encoded as JSON.
+    #[error("cannot encode the request to the model API: {0}")]
+    Encode(#[source] serde_json::Error),
+    /// A failure of a model of one's own (a [`Model`] outside this crate, or
+    /// the scripted model's [`ScriptError`](crate::providers::ScriptError)):
+    /// shown as its own message, and reachable typed through
+    /// [`std::error::Error::source`] or a downcast of the box. Build it with
+    /// [`ModelError::other`].
+    #[error(transparent)]
+    Other(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl ModelError {
+    /// A failure of a model of one's own, from its error type or a message:
+    /// `ModelError::other(MyBackendError::Busy)`, `ModelError::other("the
+    /// local model is not loaded")`.
+    pub fn other(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ModelError {
+        ModelError::Other(error.into())
+    }
+
     /// Whether trying again may help: 429, the 5xx that mean "busy or briefly
-    /// broken" (500, 502, 503, 504, 529), and transport failures.
+    /// broken" (500, 502, 503, 504, 529), and transport failures and
+    /// timeouts. The HTTP providers retry by this rule; a model of one's own
+    /// retries as it likes before it answers ([`ModelError::Other`] is never
+    /// retryable here).
     pub fn is_retryable(&self) -> bool {
         match self {
             ModelError::Status { status, .. } => {
                 matches!(status, 429 | 500 | 502 | 503 | 504 | 529)
             }
             ModelError::Transport(_) | ModelError::Timeout(_) => true,
-            ModelError::Malformed(_) | ModelError::Script(_) => false,
+            ModelError::Malformed(_)
+            | ModelError::TooLarge { .. }
+            | ModelError::InvalidApiKey
+            | ModelError::Encode(_)
+            | ModelError::Other(_) => false,
         }
     }
 }
-
-impl fmt::Display for ModelError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            ModelError::Status { status, body } => {
-                write!(f, "the model API answered HTTP {status}: {body}")
-            }
-            ModelError::Transport(e) => write!(f, "the model API could not be reached: {e}"),
-            ModelError::Timeout(e) => write!(f, "the model API did not answer in time: {e}"),
-            ModelError::Malformed(e) => write!(f, "the model API's answer was malformed: {e}"),
-            ModelError::Script(e) => write!(f, "{e}"),
-        }
-    }
-}
-
-impl std::error::Error for ModelError {}
 
 /// A model the loop can ask.
 #[async_trait]
@@ -118,4 +139,49 @@ pub trait Model: Send + Sync {
 
     /// A short description for people: provider and model name.
     fn describe(&self) -> String;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, thiserror::Error)]
+    #[error("the local model is not loaded")]
+    struct NotLoaded;
+
+    // A model of one's own reports its failure as its own message, kept
+    // typed, and the HTTP retry rule leaves it alone.
+    #[test]
+    fn a_custom_models_error_is_shown_as_its_own_and_kept_typed() {
+        let err = ModelError::other(NotLoaded);
+        assert_eq!(err.to_string(), "the local model is not loaded");
+        assert!(!err.is_retryable());
+        let ModelError::Other(inner) = &err else {
+            panic!("{err:?}");
+        };
+        assert!(inner.downcast_ref::<NotLoaded>().is_some());
+        let text = ModelError::other("the GPU is busy");
+        assert_eq!(text.to_string(), "the GPU is busy");
+    }
+
+    #[test]
+    fn which_failures_are_retried() {
+        let status = |status| ModelError::Status {
+            status,
+            body: String::new(),
+        };
+        for retried in [status(429), status(503), status(529)] {
+            assert!(retried.is_retryable(), "{retried}");
+        }
+        assert!(ModelError::Timeout("x".into()).is_retryable());
+        assert!(ModelError::Transport("x".into()).is_retryable());
+        for kept in [
+            status(400),
+            ModelError::Malformed("x".into()),
+            ModelError::TooLarge { max: 1 },
+            ModelError::InvalidApiKey,
+        ] {
+            assert!(!kept.is_retryable(), "{kept}");
+        }
+    }
 }

@@ -10,7 +10,7 @@ use crate::prelude::*;
 
 use core::fmt::{self, Write as _};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::name::HookPoint;
 
@@ -47,7 +47,7 @@ pub enum HookReply {
 }
 
 /// How one hook call ended: the outcome field of the \[O1\] event.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "outcome", rename_all = "snake_case")]
 pub enum Outcome {
     /// `_Stop` answered non-empty text: an objection \[S4\]. So did
@@ -88,7 +88,7 @@ pub enum Outcome {
 }
 
 /// The kinds of failed call that \[R3\] keeps apart.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ErrorKind {
     /// A result with `isError: true`.
@@ -227,6 +227,28 @@ mod tests {
 
     fn text(s: &str) -> ReplyPart {
         ReplyPart::Text(s.to_owned())
+    }
+
+    // The label people read is the tag events carry, for every outcome.
+    #[test]
+    fn labels_are_the_event_tags() {
+        for outcome in [
+            Outcome::Objection { text: "a".into() },
+            Outcome::Injection { text: "a".into() },
+            Outcome::Ignored { text: "a".into() },
+            Outcome::Empty,
+            Outcome::Error {
+                kind: ErrorKind::Transport,
+                detail: "a".into(),
+            },
+            Outcome::Timeout,
+            Outcome::Killed,
+            Outcome::Crashed,
+            Outcome::Cancelled,
+        ] {
+            let json = serde_json::to_value(&outcome).unwrap();
+            assert_eq!(json["outcome"], outcome.label(), "{outcome:?}");
+        }
     }
 
     // [R1]: text items concatenated in order, other content ignored.

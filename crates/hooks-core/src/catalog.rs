@@ -9,7 +9,7 @@
 
 use crate::prelude::*;
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::event::RoundId;
 use crate::input::{HookInput, ListedTool};
@@ -121,7 +121,7 @@ impl ServerTools {
 }
 
 /// Something an operator should know about the configuration or a listing.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "warning", rename_all = "snake_case")]
 pub enum Warning {
     /// A tool whose qualified name model APIs would refuse; not offered \[N3\].

@@ -190,7 +190,22 @@ impl StopBudget {
             })
     }
 
-    /// From a count; `None` above 1000.
+    /// From a count; `None` above 1000. With [`HookTimeout::from_millis`],
+    /// the way to settings from numbers rather than the strings
+    /// [`HookConfig::from_values`] reads:
+    ///
+    /// ```
+    /// use hooks_core::{HookConfig, HookTimeout, StopBudget};
+    ///
+    /// let config = HookConfig {
+    ///     timeout: HookTimeout::from_millis(800).expect("1 to 600000 ms"),
+    ///     stop_budget: StopBudget::new(5).expect("at most 1000"),
+    ///     ..HookConfig::default()
+    /// };
+    /// assert_eq!(config.stop_budget.get(), 5);
+    /// assert_eq!(StopBudget::new(1001), None);
+    /// assert_eq!(HookTimeout::from_millis(0), None);
+    /// ```
     pub fn new(n: u32) -> Option<StopBudget> {
         (n <= Self::MAX).then_some(StopBudget(n))
     }

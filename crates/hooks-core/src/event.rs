@@ -1,15 +1,18 @@
 //! What the core reports: the events of \[O1\], and the reasons of \[S5\].
 //!
 //! Events are data for people and machines: the CLI prints them, `--json`
-//! serialises them, and both read the same values \[O2\]. They never steer the
-//! loop; the answers to its questions ([`crate::TurnVerdict`], …) do.
+//! serialises them, and both read the same values \[O2\]. Each reads back from
+//! its JSON (`Deserialize`) into the value that wrote it, durations to the
+//! microsecond, so a consumer of the stream has the same types. They never
+//! steer the loop; the answers to its questions ([`crate::TurnVerdict`], …)
+//! do.
 
 use crate::prelude::*;
 
 use core::fmt;
 use core::time::Duration;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::answer::Outcome;
 use crate::catalog::Warning;
@@ -83,6 +86,7 @@ pub enum EndReason {
     /// The loop's round limit was reached.
     MaxRounds,
     /// The loop failed (the model API, say); the loop reports the detail.
+    /// Events and the CLI name it `error`.
     Failed,
 }
 
@@ -99,6 +103,23 @@ impl EndReason {
             EndReason::Cancelled => "cancelled",
             EndReason::MaxRounds => "max_rounds",
             EndReason::Failed => "error",
+        }
+    }
+
+    /// The reason a word of [`EndReason::as_str`] names: its inverse, but
+    /// for a model's stop word that is one of our own words (a provider that
+    /// says `cancelled`), which reads as ours.
+    pub fn from_word(word: &str) -> EndReason {
+        match word {
+            "no_objection" => EndReason::NoObjection,
+            "hooks_off" => EndReason::HooksOff,
+            "budget_spent" => EndReason::BudgetSpent,
+            "declined" => EndReason::Declined,
+            "no_stop_hook" => EndReason::NoStopHook,
+            "cancelled" => EndReason::Cancelled,
+            "max_rounds" => EndReason::MaxRounds,
+            "error" => EndReason::Failed,
+            stop => EndReason::Model(StopReason::from_word(stop)),
         }
     }
 
@@ -133,8 +154,15 @@ impl Serialize for EndReason {
     }
 }
 
+/// Reads the word [`EndReason::as_str`] writes ([`EndReason::from_word`]).
+impl<'de> Deserialize<'de> for EndReason {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        Ok(EndReason::from_word(&String::deserialize(deserializer)?))
+    }
+}
+
 /// Why a session ends, as `_SessionEnd`'s `reason` gives it \[E6\], \[K2\].
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum SessionEndReason {
     /// The run is over and the agent exits.
@@ -166,7 +194,7 @@ impl fmt::Display for SessionEndReason {
 }
 
 /// A hook round's sequence number in the session, from 1.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(transparent)]
 pub struct RoundId(pub u64);
 
@@ -177,7 +205,7 @@ impl fmt::Display for RoundId {
 }
 
 /// Why a server went down.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "cause", content = "detail")]
 pub enum DownCause {
     /// Killed after its second consecutive hook timeout \[T3\].
@@ -189,7 +217,7 @@ pub enum DownCause {
 }
 
 /// One policy decision, with its reason \[O1\].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "decision", rename_all = "snake_case")]
 pub enum PolicyDecision {
     /// At least one `_Stop` objection: the loop goes on \[S4\].
@@ -234,7 +262,7 @@ pub enum PolicyDecision {
 }
 
 /// Everything the core reports \[O1\].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(tag = "event", rename_all = "snake_case")]
 pub enum Event {
     /// A hook round began.
@@ -249,7 +277,7 @@ pub enum Event {
         /// are down \[T4\].
         left_out: Vec<ServerName>,
         /// When every call's deadline falls \[T1\].
-        #[serde(serialize_with = "ser_time_ms")]
+        #[serde(serialize_with = "ser_time_ms", deserialize_with = "de_time_ms")]
         deadline: Time,
     },
     /// One hook call ended \[O1\].
@@ -264,7 +292,11 @@ pub enum Event {
         #[serde(flatten)]
         outcome: Outcome,
         /// From the call to its outcome.
-        #[serde(rename = "latency_ms", serialize_with = "ser_duration_ms")]
+        #[serde(
+            rename = "latency_ms",
+            serialize_with = "ser_duration_ms",
+            deserialize_with = "de_duration_ms"
+        )]
         latency: Duration,
     },
     /// A policy decision \[O1\].
@@ -286,7 +318,10 @@ pub enum Event {
         failures: u32,
         /// When a restart may be tried, or `None` when it is retired for the
         /// session.
-        #[serde(serialize_with = "ser_opt_time_ms")]
+        #[serde(
+            serialize_with = "ser_opt_time_ms",
+            deserialize_with = "de_opt_time_ms"
+        )]
         retry_at: Option<Time>,
     },
     /// A server is being (re)started.
@@ -326,6 +361,32 @@ fn ser_opt_time_ms<S: Serializer>(t: &Option<Time>, s: S) -> Result<S::Ok, S::Er
         Some(t) => ser_time_ms(t, s),
         None => s.serialize_none(),
     }
+}
+
+/// Reads what [`ser_duration_ms`] writes (`#[serde(deserialize_with =
+/// "…")]`), to the microsecond: the same duration, but for nanoseconds below
+/// a microsecond, which the stream does not carry. A negative or non-finite
+/// number is an error.
+pub fn de_duration_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let ms = f64::deserialize(d)?;
+    if !(ms.is_finite() && ms >= 0.0) {
+        return Err(serde::de::Error::custom(format!(
+            "{ms} is not a duration in milliseconds"
+        )));
+    }
+    // Rounded to the nearest microsecond (`as` saturates; `f64::round` is
+    // not in `core`).
+    Ok(Duration::from_micros((ms * 1000.0 + 0.5) as u64))
+}
+
+fn de_time_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Time, D::Error> {
+    de_duration_ms(d).map(Time::from_epoch)
+}
+
+fn de_opt_time_ms<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Time>, D::Error> {
+    #[derive(Deserialize)]
+    struct Ms(#[serde(deserialize_with = "de_time_ms")] Time);
+    Ok(Option::<Ms>::deserialize(d)?.map(|Ms(t)| t))
 }
 
 #[cfg(test)]
@@ -387,6 +448,150 @@ mod tests {
         assert!(model.is_normal());
         assert!(!EndReason::Model(StopReason::MaxTokens).is_normal());
         assert!(!EndReason::Cancelled.is_normal());
+    }
+
+    // [O2]: every kind of event reads back from its JSON as the value that
+    // wrote it, so the stream carries all an event holds.
+    #[test]
+    fn events_read_back_from_their_json() {
+        use crate::answer::ErrorKind;
+        use crate::name::ModelNameProblem;
+        let s = ServerName::new("todo").unwrap();
+        let us = Duration::from_micros;
+        let mut events = vec![
+            Event::RoundStarted {
+                round: RoundId(1),
+                hook: HookPoint::PostCompact,
+                servers: vec![s.clone()],
+                left_out: vec![ServerName::new("gate").unwrap()],
+                deadline: Time::from_epoch(us(2_500_001)),
+            },
+            Event::ServerDown {
+                server: s.clone(),
+                cause: DownCause::Crashed("exit 1".into()),
+                failures: 2,
+                retry_at: Some(Time::from_millis(450)),
+            },
+            Event::ServerDown {
+                server: s.clone(),
+                cause: DownCause::Killed,
+                failures: 3,
+                retry_at: None,
+            },
+            Event::ServerStarting {
+                server: s.clone(),
+                attempt: 2,
+            },
+            Event::ServerUp {
+                server: s.clone(),
+                model_tools: 1,
+                hooks: HookPoint::ALL.to_vec(),
+            },
+            Event::Warning(Warning::ToolNotOffered {
+                server: s.clone(),
+                tool: "a b".into(),
+                problem: ModelNameProblem::BadCharacter { character: ' ' },
+            }),
+            Event::Warning(Warning::UnknownHook {
+                server: s.clone(),
+                tool: "_stop".into(),
+                did_you_mean: Some(HookPoint::Stop),
+            }),
+        ];
+        let outcomes = [
+            Outcome::Objection { text: "1".into() },
+            Outcome::Injection { text: "2".into() },
+            Outcome::Ignored { text: "3".into() },
+            Outcome::Empty,
+            Outcome::Error {
+                kind: ErrorKind::Rpc,
+                detail: "-32601: no".into(),
+            },
+            Outcome::Timeout,
+            Outcome::Killed,
+            Outcome::Crashed,
+            Outcome::Cancelled,
+        ];
+        for (i, outcome) in outcomes.into_iter().enumerate() {
+            events.push(Event::HookCalled {
+                round: RoundId(7),
+                hook: HookPoint::Stop,
+                server: s.clone(),
+                outcome,
+                latency: us(1_234_567 * i as u64),
+            });
+        }
+        let decisions = [
+            PolicyDecision::ObjectionHonoured {
+                servers: vec![s.clone()],
+                budget_used: 1,
+                budget: 3,
+            },
+            PolicyDecision::Reinject { servers: vec![] },
+            PolicyDecision::PromptEnded {
+                reason: EndReason::Model(StopReason::Other("pause_turn".into())),
+            },
+            PolicyDecision::PromptEnded {
+                reason: EndReason::Failed,
+            },
+            PolicyDecision::Inject {
+                hook: HookPoint::SessionStart,
+                servers: vec![s.clone()],
+            },
+            PolicyDecision::ToolsGated {
+                asked: 2,
+                refused: vec![1],
+            },
+            PolicyDecision::SessionEnded {
+                reason: SessionEndReason::Signal,
+            },
+        ];
+        for decision in decisions {
+            events.push(Event::Decided {
+                round: Some(RoundId(2)),
+                decision,
+            });
+        }
+        for event in events {
+            let line = json(&event);
+            let back: Event = serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"));
+            assert_eq!(back, event, "{line}");
+        }
+    }
+
+    // Bad values in the stream are errors that say what is wrong.
+    #[test]
+    fn bad_event_json_is_refused_with_a_reason() {
+        let bad = |line: &str| serde_json::from_str::<Event>(line).unwrap_err().to_string();
+        let e = bad(r#"{"event":"server_starting","server":"a__b","attempt":1}"#);
+        assert!(e.contains("invalid MCP server name \"a__b\""), "{e}");
+        let e = bad(
+            r#"{"event":"hook_called","round":1,"hook":"_Nope","server":"s","outcome":"empty","latency_ms":1}"#,
+        );
+        assert!(e.contains("\"_Nope\" is not a hook point"), "{e}");
+        let e = bad(
+            r#"{"event":"hook_called","round":1,"hook":"_Stop","server":"s","outcome":"empty","latency_ms":-1}"#,
+        );
+        assert!(e.contains("-1 is not a duration in milliseconds"), "{e}");
+    }
+
+    #[test]
+    fn end_reasons_read_back_from_their_words() {
+        for reason in [
+            EndReason::NoObjection,
+            EndReason::HooksOff,
+            EndReason::BudgetSpent,
+            EndReason::Declined,
+            EndReason::NoStopHook,
+            EndReason::Model(StopReason::EndTurn),
+            EndReason::Model(StopReason::MaxTokens),
+            EndReason::Model(StopReason::Other("pause_turn".into())),
+            EndReason::Cancelled,
+            EndReason::MaxRounds,
+            EndReason::Failed,
+        ] {
+            assert_eq!(EndReason::from_word(reason.as_str()), reason);
+        }
     }
 
     #[test]

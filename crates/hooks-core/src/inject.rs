@@ -50,8 +50,9 @@ fn envelope(hook: HookPoint, server: &ServerName, text: &str) -> String {
         server: server.as_str(),
         text,
     };
-    // Serialising three string fields cannot fail.
-    serde_json::to_string(&envelope).unwrap_or_default()
+    // Invariant: three string fields serialise (serde_json fails only on
+    // non-string map keys and on a Serialize impl that errors).
+    serde_json::to_string(&envelope).expect("an envelope of three strings serialises")
 }
 
 /// One hook answer as the JSON envelope of \[I2\], to be used as text content

@@ -8,7 +8,7 @@ use crate::prelude::*;
 
 use core::fmt;
 
-use serde::{Serialize, Serializer};
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 /// Separator between server and bare tool name in a model-visible name \[N2\].
 pub const SEPARATOR: &str = "__";
@@ -107,6 +107,15 @@ impl Serialize for ServerName {
     }
 }
 
+/// Reads a name as events write it, and checks it as [`ServerName::new`]
+/// does.
+impl<'de> Deserialize<'de> for ServerName {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        ServerName::new(name).map_err(serde::de::Error::custom)
+    }
+}
+
 /// A byte allowed in server names and model-visible tool names.
 fn is_name_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b == b'_' || b == b'-'
@@ -134,7 +143,7 @@ pub fn split_qualified(name: &str) -> Option<(&str, &str)> {
 }
 
 /// Why a qualified name cannot be offered to the model \[N3\].
-#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case", tag = "kind")]
 pub enum ModelNameProblem {
     /// The bare tool name is empty.
@@ -250,6 +259,15 @@ impl fmt::Display for HookPoint {
 impl Serialize for HookPoint {
     fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
         serializer.serialize_str(self.tool_name())
+    }
+}
+
+/// Reads the tool name events write (`"_Stop"`); any other is an error.
+impl<'de> Deserialize<'de> for HookPoint {
+    fn deserialize<D: Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        let name = String::deserialize(deserializer)?;
+        HookPoint::from_tool_name(&name)
+            .ok_or_else(|| serde::de::Error::custom(format!("{name:?} is not a hook point")))
     }
 }
 

@@ -550,16 +550,6 @@ impl Session {
         Ok(session)
     }
 
-    /// The configuration.
-    pub fn config(&self) -> &HookConfig {
-        &self.config
-    }
-
-    /// Number of configured servers.
-    pub fn server_count(&self) -> usize {
-        self.servers.len()
-    }
-
     /// The name of a server. Panics on an id not from this session.
     pub fn server_name(&self, id: ServerId) -> &ServerName {
         &self.servers[id.0].name

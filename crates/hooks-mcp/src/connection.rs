@@ -58,6 +58,10 @@ const KILL_GRACE: Duration = Duration::from_millis(250);
 /// before its group is killed.
 const SHUTDOWN_GRACE: Duration = Duration::from_millis(500);
 
+/// How long a failed start waits for the stderr reader to take the last
+/// lines once the pipe is closed (they go into the error).
+const STDERR_DRAIN: Duration = Duration::from_millis(500);
+
 /// How long the watcher may take to reap and report once the group was
 /// killed; past it, [`Connection::close`] stops waiting.
 const REAP_BOUND: Duration = Duration::from_secs(1);
@@ -730,7 +734,7 @@ async fn start_failure(
     let _ = child.wait().await;
     // Let the stderr reader take the last lines (the pipe is closed now).
     if let Some(reader) = stderr_reader {
-        let _ = tokio::time::timeout(Duration::from_millis(500), reader).await;
+        let _ = tokio::time::timeout(STDERR_DRAIN, reader).await;
     }
     let what = match (wire.wedged(), exited) {
         (Some(wedged), _) => format!("it was stopped as wedged while starting ({wedged})"),

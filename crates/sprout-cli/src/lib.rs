@@ -1,6 +1,7 @@
 //! `sprout-cli`: the `sprout` command line. `main.rs` only calls
-//! [`main_with`], the one public item; the end-to-end tests run the built
-//! binary, as a user would. The modules are private to the crate:
+//! [`main_with`], the one public item (with `testing`, behind its feature);
+//! the end-to-end tests run the built binary, as a user would. The modules
+//! are private to the crate:
 //!
 //! - `cli`: commands, flags and their environment variables.
 //! - `settings`: validated settings, and the exit-2 messages for bad ones.
@@ -13,6 +14,7 @@
 //! - `sessions`: saved sessions: which one to pick up, the transcript a
 //!   session writes, `sprout sessions`.
 //! - `signals`: SIGINT, SIGTERM and SIGHUP.
+//! - `testing` (the `testing` feature): the human output of an event stream.
 
 mod acp;
 mod chat;
@@ -23,6 +25,8 @@ mod sessions;
 mod settings;
 mod signals;
 mod stdout;
+#[cfg(feature = "testing")]
+pub mod testing;
 
 use std::ffi::OsString;
 use std::io::Read;

@@ -135,13 +135,39 @@ impl Line {
     }
 }
 
+/// Where a renderer's output goes: the [`Stdout`] writer, or a string
+/// (`crate::testing`).
+pub(crate) trait Out {
+    /// Takes `item`; an `essential` one is never dropped.
+    fn emit(&mut self, item: Item, essential: bool);
+}
+
+impl Out for Stdout {
+    fn emit(&mut self, item: Item, essential: bool) {
+        if essential {
+            self.push_essential(item);
+        } else {
+            self.push(item);
+        }
+    }
+}
+
+/// The text as a pipe gets it: spinners are never drawn there.
+impl Out for String {
+    fn emit(&mut self, item: Item, _essential: bool) {
+        if let Item::Text(text) = item {
+            self.push_str(&text);
+        }
+    }
+}
+
 /// Where events go: formatted on the caller's task, written by the
 /// [`Stdout`] thread.
-pub(crate) struct Renderer {
+pub(crate) struct Renderer<O = Stdout> {
     json: bool,
     color: bool,
     terminal: bool,
-    out: Stdout,
+    out: O,
     /// The current answer's text is being shown as it streams: the
     /// `assistant:` line is open (not yet ended by a newline).
     open_line: bool,
@@ -150,7 +176,7 @@ pub(crate) struct Renderer {
     streamed: bool,
 }
 
-impl std::fmt::Debug for Renderer {
+impl<O> std::fmt::Debug for Renderer<O> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Renderer")
             .field("json", &self.json)
@@ -189,6 +215,28 @@ impl Renderer {
             shared.lock().unwrap_or_else(|e| e.into_inner()).show(event)
         })
     }
+}
+
+impl<O: Out> Renderer<O> {
+    /// A renderer into `out` for a pipe: no colour, no spinner; JSON Lines
+    /// when `json`.
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+    pub(crate) fn piped(json: bool, out: O) -> Renderer<O> {
+        Renderer {
+            json,
+            color: false,
+            terminal: false,
+            out,
+            open_line: false,
+            streamed: false,
+        }
+    }
+
+    /// What it has written into.
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
+    pub(crate) fn into_out(self) -> O {
+        self.out
+    }
 
     /// Shows one event.
     pub(crate) fn show(&mut self, event: &AgentEvent) {
@@ -197,11 +245,7 @@ impl Renderer {
         if self.json {
             if let Some(mut text) = json_line(event) {
                 text.push('\n');
-                if essential {
-                    self.out.push_essential(Item::Text(text));
-                } else {
-                    self.out.push(Item::Text(text));
-                }
+                self.out.emit(Item::Text(text), essential);
             }
             return;
         }
@@ -216,11 +260,11 @@ impl Renderer {
             };
             self.open_line = true;
             self.streamed = true;
-            self.out.push(Item::Text(paint(&line, self.color)));
+            self.out.emit(Item::Text(paint(&line, self.color)), false);
             return;
         }
         if std::mem::take(&mut self.open_line) {
-            self.out.push(Item::Text("\n".to_owned()));
+            self.out.emit(Item::Text("\n".to_owned()), false);
         }
         if matches!(event, AgentEvent::AssistantText { .. }) && std::mem::take(&mut self.streamed) {
             return;
@@ -233,20 +277,19 @@ impl Renderer {
         {
             self.streamed = false;
             if self.terminal {
-                self.out.push(Item::Spinner(format!(
-                    "model is working (round {round}, ~{estimated_tokens} tokens in)"
-                )));
+                self.out.emit(
+                    Item::Spinner(format!(
+                        "model is working (round {round}, ~{estimated_tokens} tokens in)"
+                    )),
+                    false,
+                );
             }
             return;
         }
         if let Some(line) = human_line(event) {
             let mut text = paint(&line, self.color);
             text.push('\n');
-            if essential {
-                self.out.push_essential(Item::Text(text));
-            } else {
-                self.out.push(Item::Text(text));
-            }
+            self.out.emit(Item::Text(text), essential);
         }
     }
 }
@@ -467,7 +510,8 @@ fn explain(reason: &hooks_core::EndReason) -> &'static str {
     }
 }
 
-/// A duration for people: µs, ms or s.
+/// A duration for people: µs, ms or s, from its microseconds, which is what
+/// `--json` carries \[O2\].
 pub(crate) fn human(d: Duration) -> String {
     let us = d.as_micros();
     if us < 1000 {
@@ -475,7 +519,7 @@ pub(crate) fn human(d: Duration) -> String {
     } else if us < 10_000_000 {
         format!("{:.1} ms", us as f64 / 1000.0)
     } else {
-        format!("{:.1} s", d.as_secs_f64())
+        format!("{:.1} s", us as f64 / 1_000_000.0)
     }
 }
 
@@ -590,7 +634,7 @@ mod tests {
                 content: bad.into(),
             },
             AgentEvent::Compacted {
-                kind: "summary",
+                kind: agent_loop::CompactionKind::Summary,
                 removed: 1,
                 before: 2,
                 after: 1,
@@ -639,6 +683,39 @@ mod tests {
                 }
             }
         }
+    }
+
+    // A streamed answer is shown as its pieces arrive, on one line, and its
+    // whole text is not shown again; a pipe never gets a spinner.
+    #[test]
+    fn a_streamed_answer_is_shown_once() {
+        let mut renderer = Renderer::piped(false, String::new());
+        for event in [
+            AgentEvent::ModelRequest {
+                round: 1,
+                messages: 1,
+                tools: 0,
+                estimated_tokens: 9,
+            },
+            AgentEvent::TextDelta {
+                text: " Hel".into(),
+            },
+            AgentEvent::TextDelta { text: "lo".into() },
+            AgentEvent::AssistantText {
+                text: "Hello".into(),
+            },
+            AgentEvent::PromptEnded {
+                reason: hooks_core::EndReason::NoObjection,
+                detail: None,
+                rounds: 1,
+            },
+        ] {
+            renderer.show(&event);
+        }
+        assert_eq!(
+            renderer.into_out(),
+            "assistant: Hello\n■ stopped: no_objection — the model finished and no hook objected (1 model round(s))\n"
+        );
     }
 
     // `--json` is left to serde_json, which escapes ESC itself.

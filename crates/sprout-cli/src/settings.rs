@@ -12,7 +12,7 @@ use std::time::Duration;
 
 use agent_loop::CompactionSettings;
 use agent_loop::providers::{Anthropic, HttpSettings, OpenAiCompat, ScriptModel};
-use agent_loop::{AgentSettings, Model, ModelError, ToolSettings};
+use agent_loop::{AgentSettings, Model, ToolSettings};
 use clap::ArgMatches;
 use clap::parser::ValueSource;
 use hooks_core::{ConfigError, HookConfig};
@@ -135,7 +135,7 @@ pub(crate) enum ConfigProblem {
     },
     /// The model script could not be read or parsed.
     #[error(transparent)]
-    Script(ModelError),
+    Script(agent_loop::providers::ScriptError),
     /// `-` was given and stdin could not be read.
     #[error("cannot read the prompt from stdin: {0}")]
     ReadPrompt(#[source] std::io::Error),

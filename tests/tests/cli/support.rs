@@ -19,8 +19,20 @@ pub(crate) fn sprout() -> PathBuf {
                 .parent()
                 .unwrap()
                 .to_path_buf();
+            // With the feature the tests build sprout-cli's library with
+            // (`sprout_cli::testing`, which the binary never calls), so the
+            // library is built once, not once per feature set.
             let status = Command::new(cargo)
-                .args(["build", "--quiet", "-p", "sprout-cli", "--bin", "sprout"])
+                .args([
+                    "build",
+                    "--quiet",
+                    "-p",
+                    "sprout-cli",
+                    "--bin",
+                    "sprout",
+                    "--features",
+                    "testing",
+                ])
                 .current_dir(&root)
                 .status()
                 .expect("cargo runs");

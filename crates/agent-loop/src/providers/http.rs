@@ -112,8 +112,7 @@ impl Retries {
 }
 
 fn encode(body: &impl serde::Serialize) -> Result<Vec<u8>, ModelError> {
-    serde_json::to_vec(body)
-        .map_err(|e| ModelError::Malformed(format!("cannot encode the request: {e}")))
+    serde_json::to_vec(body).map_err(ModelError::Encode)
 }
 
 /// POSTs `body` as JSON to `url` and returns the successful answer's bytes,
@@ -178,7 +177,7 @@ async fn read_capped(mut response: reqwest::Response, max: usize) -> Result<Vec<
         match response.chunk().await {
             Ok(Some(chunk)) => {
                 if bytes.len().saturating_add(chunk.len()) > max {
-                    return Err(too_large(max));
+                    return Err(ModelError::TooLarge { max });
                 }
                 bytes.extend_from_slice(&chunk);
             }
@@ -186,10 +185,6 @@ async fn read_capped(mut response: reqwest::Response, max: usize) -> Result<Vec<
             Err(e) => return Err(transport_error(&e)),
         }
     }
-}
-
-fn too_large(max: usize) -> ModelError {
-    ModelError::Malformed(format!("the answer is larger than {max} bytes"))
 }
 
 /// An error status with the start of its body.
@@ -401,7 +396,7 @@ async fn stream_once<D: StreamDecoder>(
             Ok(Some(chunk)) => {
                 let total = total.saturating_add(chunk.len());
                 if total > max {
-                    return Some((Err(ReadError(too_large(max))), None));
+                    return Some((Err(ReadError(ModelError::TooLarge { max })), None));
                 }
                 Some((Ok(chunk), Some((response, total))))
             }
@@ -522,12 +517,16 @@ pub(crate) async fn assert_reads_whole_wherever_cut<D: StreamDecoder>(
 ) {
     for cut in 0..=text.len() {
         let (answer, delivered) = read_cut::<D>(text, &[cut]).await;
-        assert_eq!(answer.as_ref(), Ok(whole), "cut at {cut}");
+        assert_eq!(
+            answer.as_ref().ok(),
+            Some(whole),
+            "cut at {cut}: {answer:?}"
+        );
         assert_eq!(delivered.concat(), whole.text, "cut at {cut}");
     }
     let every_byte: Vec<usize> = (1..text.len()).collect();
     let (answer, delivered) = read_cut::<D>(text, &every_byte).await;
-    assert_eq!(answer.as_ref(), Ok(whole));
+    assert_eq!(answer.as_ref().ok(), Some(whole), "{answer:?}");
     assert_eq!(delivered, pieces);
 }
 

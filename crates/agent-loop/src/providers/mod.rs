@@ -10,4 +10,4 @@ mod wire;
 pub use anthropic::Anthropic;
 pub use http::{BaseUrlError, HttpSettings, check_base_url};
 pub use openai::OpenAiCompat;
-pub use script::ScriptModel;
+pub use script::{ScriptError, ScriptModel};

@@ -10,9 +10,12 @@
 //!
 //! `stop` is `end_turn` (the default without tool calls), `tool_use` (the
 //! default with), `max_tokens`, `refusal`, `content_filter`, or any other
-//! word. Running past the last line is an error naming the file.
+//! word. A file that cannot be read, or a line that is not a turn, is a
+//! [`ScriptError`] when the script is loaded; running past the last line is
+//! one too ([`ScriptError::NoTurnLeft`], as [`ModelError::Other`]), naming
+//! the script.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 
 use async_trait::async_trait;
@@ -42,6 +45,45 @@ struct ScriptCall {
     id: Option<String>,
 }
 
+/// Why a script cannot be loaded, or cannot answer.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// The file could not be read.
+    #[error("cannot read the model script {}: {source}", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// A line is not a turn.
+    #[error("model script {script}, line {line}: {source}")]
+    BadLine {
+        /// The script, as named to [`ScriptModel::parse`].
+        script: String,
+        /// The line, from 1.
+        line: usize,
+        /// What is wrong with it.
+        #[source]
+        source: serde_json::Error,
+    },
+    /// The agent asked for a turn past the script's last (the model's
+    /// answer is then [`ModelError::Other`] with this inside).
+    #[error(
+        "the model script {script} has {turns} turn(s) and the agent asked for turn {asked}; add \
+         turns or end the script with an end_turn"
+    )]
+    NoTurnLeft {
+        /// The script.
+        script: String,
+        /// How many turns it has.
+        turns: usize,
+        /// The turn asked for, from 1.
+        asked: usize,
+    },
+}
+
 /// A model that replays a script.
 #[derive(Debug)]
 pub struct ScriptModel {
@@ -53,25 +95,25 @@ pub struct ScriptModel {
 
 impl ScriptModel {
     /// Reads a script file.
-    pub fn from_file(path: &Path) -> Result<ScriptModel, ModelError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            ModelError::Script(format!(
-                "cannot read the model script {}: {e}",
-                path.display()
-            ))
+    pub fn from_file(path: &Path) -> Result<ScriptModel, ScriptError> {
+        let text = std::fs::read_to_string(path).map_err(|source| ScriptError::Unreadable {
+            path: path.to_owned(),
+            source,
         })?;
         ScriptModel::parse(&path.display().to_string(), &text)
     }
 
     /// Parses a script; `source` names it in errors.
-    pub fn parse(source: &str, text: &str) -> Result<ScriptModel, ModelError> {
+    pub fn parse(source: &str, text: &str) -> Result<ScriptModel, ScriptError> {
         let mut turns = Vec::new();
         for (number, line) in text.lines().enumerate() {
             if line.trim().is_empty() || line.trim_start().starts_with("//") {
                 continue;
             }
-            let turn: Turn = serde_json::from_str(line).map_err(|e| {
-                ModelError::Script(format!("model script {source}, line {}: {e}", number + 1))
+            let turn: Turn = serde_json::from_str(line).map_err(|e| ScriptError::BadLine {
+                script: source.to_owned(),
+                line: number + 1,
+                source: e,
             })?;
             let tool_calls: Vec<ToolCall> = turn
                 .tool_calls
@@ -123,13 +165,11 @@ impl Model for ScriptModel {
     async fn complete(&self, _request: ModelRequest<'_>) -> Result<ModelResponse, ModelError> {
         let mut next = self.next.lock().unwrap_or_else(|e| e.into_inner());
         let turn = self.turns.get(*next).cloned().ok_or_else(|| {
-            ModelError::Script(format!(
-                "the model script {} has {} turn(s) and the agent asked for turn {}; add turns or end \
-                 the script with an end_turn",
-                self.source,
-                self.turns.len(),
-                *next + 1
-            ))
+            ModelError::other(ScriptError::NoTurnLeft {
+                script: self.source.clone(),
+                turns: self.turns.len(),
+                asked: *next + 1,
+            })
         })?;
         *next += 1;
         Ok(turn)
@@ -175,6 +215,21 @@ mod tests {
             StopReason::MaxTokens
         );
         let past = script.complete(request).await.unwrap_err();
+        // Typed inside the model's error, for a caller who wants to know.
+        let ModelError::Other(inner) = &past else {
+            panic!("{past:?}");
+        };
+        assert!(
+            matches!(
+                inner.downcast_ref::<ScriptError>(),
+                Some(ScriptError::NoTurnLeft {
+                    turns: 3,
+                    asked: 4,
+                    ..
+                })
+            ),
+            "{inner:?}"
+        );
         assert_eq!(
             past.to_string(),
             "the model script demo.jsonl has 3 turn(s) and the agent asked for turn 4; add turns or end the script with an end_turn"
@@ -185,11 +240,41 @@ mod tests {
     fn a_bad_line_is_named() {
         let err = ScriptModel::parse("s.jsonl", "{\"text\": 1}").unwrap_err();
         assert!(
+            matches!(&err, ScriptError::BadLine { script, line: 1, .. } if script == "s.jsonl"),
+            "{err:?}"
+        );
+        assert!(
             err.to_string()
                 .starts_with("model script s.jsonl, line 1: invalid type"),
             "{err}"
         );
         let err = ScriptModel::parse("s.jsonl", "{\"txt\": \"x\"}").unwrap_err();
         assert!(err.to_string().contains("unknown field `txt`"), "{err}");
+        let err = ScriptModel::parse("s.jsonl", "\n\n{").unwrap_err();
+        assert!(
+            err.to_string()
+                .starts_with("model script s.jsonl, line 3: "),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_unreadable_file_is_named() {
+        let path = Path::new("/nonexistent/sprout-script.jsonl");
+        let err = ScriptModel::from_file(path).unwrap_err();
+        let ScriptError::Unreadable {
+            path: named,
+            source,
+        } = &err
+        else {
+            panic!("{err:?}");
+        };
+        assert_eq!(named, path);
+        assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+        assert!(
+            err.to_string()
+                .starts_with("cannot read the model script /nonexistent/sprout-script.jsonl: "),
+            "{err}"
+        );
     }
 }

@@ -225,12 +225,9 @@ async fn retries_what_may_pass_and_only_that() {
     .await;
     let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
     let err = model.complete(request).await.unwrap_err();
-    assert_eq!(
-        err,
-        ModelError::Status {
-            status: 400,
-            body: r#"{"error":"bad model"}"#.into()
-        }
+    assert!(
+        matches!(&err, ModelError::Status { status: 400, body } if body == r#"{"error":"bad model"}"#),
+        "{err:?}"
     );
     assert_eq!(api.bodies().len(), 1);
     api.stop();
@@ -314,12 +311,9 @@ async fn retry_after_is_honoured_or_the_error_returned() {
     .await;
     let model = OpenAiCompat::new(&api.url, None, "m", http_settings());
     let err = model.complete(request).await.unwrap_err();
-    assert_eq!(
-        err,
-        ModelError::Status {
-            status: 429,
-            body: "come back in an hour".into()
-        }
+    assert!(
+        matches!(&err, ModelError::Status { status: 429, body } if body == "come back in an hour"),
+        "{err:?}"
     );
     assert_eq!(
         api.bodies().len(),
@@ -397,13 +391,10 @@ async fn absurd_retry_after_on_an_error_returns_the_error_promptly() {
             tokio::time::timeout(std::time::Duration::from_secs(10), model.complete(request))
                 .await
                 .unwrap_or_else(|_| panic!("still waiting after 10 s with {headers:?}"));
-        assert_eq!(
-            result.unwrap_err(),
-            ModelError::Status {
-                status: 429,
-                body: "slow down".into()
-            },
-            "{headers:?}"
+        let err = result.unwrap_err();
+        assert!(
+            matches!(&err, ModelError::Status { status: 429, body } if body == "slow down"),
+            "{err:?} with {headers:?}"
         );
         assert_eq!(api.bodies().len(), 1, "retried despite {headers:?}");
         api.stop();
@@ -506,4 +497,45 @@ async fn a_redirect_to_https_says_to_use_the_https_url() {
     };
     let error = model.complete(request).await.unwrap_err().to_string();
     assert!(error.contains("redirected to https"), "{error}");
+}
+
+// A key an HTTP header cannot carry is its own error, raised before any
+// request is sent, never retried, and never shown.
+#[tokio::test]
+async fn an_api_key_with_a_line_break_is_refused_unsent() {
+    let api = FakeApi::start(vec![]).await;
+    let history = vec![Message::user("hi")];
+    let request = ModelRequest {
+        system: "",
+        messages: &history,
+        tools: &[],
+    };
+    let secret = "sk-secret\nX-Injected: 1";
+    let models: [Box<dyn Model>; 2] = [
+        Box::new(OpenAiCompat::new(
+            &api.url,
+            Some(secret.into()),
+            "m",
+            http_settings(),
+        )),
+        Box::new(agent_loop::providers::Anthropic::new(
+            &api.url,
+            secret.into(),
+            "m",
+            http_settings(),
+        )),
+    ];
+    for model in models {
+        let err = model.complete(request).await.unwrap_err();
+        assert!(matches!(err, ModelError::InvalidApiKey), "{err:?}");
+        assert!(!err.is_retryable());
+        let message = err.to_string();
+        assert_eq!(
+            message,
+            "the API key cannot be sent: it holds a character an HTTP header cannot carry (a line break?)"
+        );
+        assert!(!message.contains("sk-secret"));
+    }
+    assert!(api.bodies().is_empty(), "a request was sent");
+    api.stop();
 }

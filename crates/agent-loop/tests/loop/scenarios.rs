@@ -222,8 +222,10 @@ async fn model_errors_end_the_prompt_with_detail() {
 }
 
 // Cancellation during the model call and during a tool call ends the prompt,
-// leaves every call with its result, and the next prompt works.
-#[tokio::test]
+// leaves every call with its result, and the next prompt works. In paused
+// time the cancel's 50 ms pass only once the loop is parked where it hangs,
+// so the cancel lands there however slow the machine (checked below).
+#[tokio::test(start_paused = true)]
 async fn cancellation_at_each_await_point() {
     for hang_at in [1, 2] {
         // 1: the model call hangs; 2: the tool call hangs.
@@ -243,10 +245,16 @@ async fn cancellation_at_each_await_point() {
             hooks: vec![],
         };
         let gateway = FakeGateway::new(vec![server], Some("*"), 3);
+        let executed = gateway.executed.clone();
         let (mut agent, _) = agent(model.clone(), gateway, AgentSettings::default());
         let cancel = cancel_after(50);
         let outcome = agent.run_prompt("work", &cancel).await;
         assert_eq!(outcome.reason, EndReason::Cancelled, "hang at {hang_at}");
+        // The cancel met the stage that hangs: the model's first request, or
+        // the slow tool the first answer called.
+        assert_eq!(model.requests.lock().unwrap().len(), 1, "hang at {hang_at}");
+        let ran: &[&str] = if hang_at == 1 { &[] } else { &["todo__slow"] };
+        assert_eq!(*executed.lock().unwrap(), ran, "hang at {hang_at}");
         agent_loop::check_pairing(agent.history()).unwrap();
         let next = agent.run_prompt("again", &CancellationToken::new()).await;
         assert!(next.reason.is_normal(), "{:?}", next.reason);
@@ -300,7 +308,7 @@ async fn compaction_summary_then_reinjection_p1_p2() {
     assert!(events.lock().unwrap().iter().any(|e| matches!(
         e,
         AgentEvent::Compacted {
-            kind: "summary",
+            kind: agent_loop::CompactionKind::Summary,
             after: 2,
             ..
         }
@@ -354,7 +362,7 @@ async fn truncation_fallback_still_runs_post_compact_p1() {
         _ => None,
     });
     let (kind, note, removed, after) = compacted.expect("a compaction");
-    assert_eq!(kind, "truncation");
+    assert_eq!(kind, agent_loop::CompactionKind::Truncation);
     assert!(note.unwrap().contains("summary request failed"));
     assert!(removed > 0);
     let last = model
@@ -431,8 +439,9 @@ async fn a_prompt_left_open_does_not_block_the_next() {
 }
 
 // Cancellation during a compaction's summary request ends the prompt at
-// once; the history stays usable and the next prompt works.
-#[tokio::test]
+// once; the history stays usable and the next prompt works. In paused time
+// the cancel lands only once the summary request hangs.
+#[tokio::test(start_paused = true)]
 async fn cancellation_during_the_summary_request() {
     let mut first = call(&[("c1", "todo__todo", "{}")]);
     first.usage = Some(Usage {
@@ -457,6 +466,8 @@ async fn cancellation_during_the_summary_request() {
     let cancel = cancel_after(50);
     let outcome = agent.run_prompt("big task", &cancel).await;
     assert_eq!(outcome.reason, EndReason::Cancelled);
+    let requests = model.requests.lock().unwrap().len();
+    assert_eq!(requests, 2, "the cancel came before the summary request");
     assert!(
         model.requests.lock().unwrap()[1].tools.is_empty(),
         "request 2 was the summary request"
