@@ -143,12 +143,12 @@ impl<G: Gateway> Agent<G> {
     /// still asked before the first model request of this process \[E1\].
     /// `Err` if the gateway's policy refuses (a prompt is running).
     pub fn resume(&mut self, saved: &SavedSession) -> Result<(), UsageError> {
-        self.gateway.restore(saved.carried)?;
+        self.gateway.restore(&saved.carried)?;
         self.history = saved.history.clone();
         self.original_task = saved.original_task.clone();
         self.summaries = saved.summaries;
         self.anchor = None;
-        self.carried = Some(saved.carried);
+        self.carried = Some(saved.carried.clone());
         Ok(())
     }
 
@@ -166,6 +166,9 @@ impl<G: Gateway> Agent<G> {
         if std::mem::replace(&mut self.ended, true) {
             return;
         }
+        // A server may have failed since the last prompt (or before the
+        // first): its count is saved too [T4].
+        self.report_carried();
         self.gateway.end_session(reason).await;
     }
 
@@ -203,10 +206,10 @@ impl<G: Gateway> Agent<G> {
         };
         let now = self.gateway.carried();
         if now.is_some() && now != self.carried {
-            self.carried = now;
-            if let Some(carried) = now {
+            if let Some(carried) = &now {
                 observer.carried(carried);
             }
+            self.carried = now;
         }
     }
 
@@ -337,6 +340,9 @@ impl<G: Gateway> Agent<G> {
     /// answered; `Some` is the prompt's end when the round could not be
     /// asked or was cancelled.
     fn add_pairs(&mut self, asked: Result<Vec<Injection>, AskError>) -> Option<PromptOutcome> {
+        // A server that failed at start-up or in this round counts now, not
+        // only at the end of the turn [T4].
+        self.report_carried();
         match asked {
             Ok(pairs) => {
                 self.inject(&pairs);

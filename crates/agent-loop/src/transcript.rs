@@ -23,13 +23,14 @@
 //! command line: where transcripts live and what ids look like is the
 //! caller's business.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use hooks_core::Carried;
+use hooks_core::{Carried, ServerName};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::PromptOutcome;
@@ -89,6 +90,11 @@ pub enum Record {
         budget_used: u32,
         /// Hook rounds asked so far.
         rounds: u64,
+        /// Kills, crashes and failed starts so far, by server name, for
+        /// each server with any \[T4\] (absent: none, as in transcripts
+        /// written before failures were saved).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        failures: BTreeMap<String, u32>,
     },
     /// A prompt ended.
     PromptEnded {
@@ -117,7 +123,7 @@ pub trait SessionObserver: Send {
     /// history with `history`.
     fn replaced(&mut self, summary: bool, history: &[Message]);
     /// The policy state a resumed session must restore changed.
-    fn carried(&mut self, carried: Carried) {
+    fn carried(&mut self, carried: &Carried) {
         let _ = carried;
     }
     /// A prompt ended.
@@ -281,10 +287,15 @@ impl SessionObserver for Transcript {
         });
     }
 
-    fn carried(&mut self, carried: Carried) {
+    fn carried(&mut self, carried: &Carried) {
         self.write(&Record::Policy {
             budget_used: carried.budget_used,
             rounds: carried.rounds,
+            failures: carried
+                .failures
+                .iter()
+                .map(|(name, n)| (name.as_str().to_owned(), *n))
+                .collect(),
         });
     }
 
@@ -598,10 +609,16 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<SavedSession, ReadError> 
             Record::Policy {
                 budget_used,
                 rounds,
+                failures,
             } => {
                 saved.carried = Carried {
                     budget_used,
                     rounds,
+                    // A name that is no server name names no server here.
+                    failures: failures
+                        .into_iter()
+                        .filter_map(|(name, n)| Some((ServerName::new(name).ok()?, n)))
+                        .collect(),
                 };
             }
             Record::PromptEnded { reason, .. } => saved.last_end = Some(reason),
@@ -744,6 +761,7 @@ mod tests {
             line(&Record::Policy {
                 budget_used: 1,
                 rounds: 2,
+                failures: BTreeMap::from([("gate".to_owned(), 2)]),
             }),
             line(&Record::Event {
                 event: serde_json::json!({"event": "assistant_text", "text": "done"}),
@@ -773,7 +791,8 @@ mod tests {
             saved.carried,
             Carried {
                 budget_used: 1,
-                rounds: 2
+                rounds: 2,
+                failures: vec![(ServerName::new("gate").unwrap(), 2)],
             }
         );
         assert_eq!(

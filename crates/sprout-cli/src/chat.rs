@@ -144,7 +144,8 @@ pub(crate) async fn chat(
     let signals = Signals::install_without_interrupt();
     let running = Running::new(signals.clone());
     running.listen();
-    let host = match start_host(specs, config, options, sink.clone(), &signals).await {
+    let carried = plan.carried();
+    let host = match start_host(specs, config, &carried, options, sink.clone(), &signals).await {
         Ok(host) => host,
         Err(code) => {
             stdout.finish(OUTPUT_DRAIN);

@@ -90,6 +90,16 @@ impl Plan {
         }
     }
 
+    /// What the session's policy starts from: the saved session's state
+    /// (its `_Stop` budget used, its servers' failures), or nothing new
+    /// \[S3\], \[T4\].
+    pub(crate) fn carried(&self) -> hooks_core::Carried {
+        self.resumed
+            .as_ref()
+            .map(|saved| saved.carried.clone())
+            .unwrap_or_default()
+    }
+
     /// Hands the agent its transcript and the session it continues. `Err`
     /// is the exit status (the policy refused the saved state: a bug).
     pub(crate) fn attach<G: Gateway>(

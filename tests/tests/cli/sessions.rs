@@ -412,3 +412,126 @@ fn no_save_and_bad_values() {
     let listed = assert_ok(&run_sprout(&["sessions"], &[], &scratch.0));
     assert!(listed.starts_with("no saved sessions in "), "{listed}");
 }
+
+/// The names of the tools a Chat Completions request offered.
+fn offered_tools(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            t["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+// [T4]: a server's failures survive the resume. `crashy` exits during its
+// `_SessionStart` call, once in every process: a new session and two
+// `--continue`s use its three failures (counted 1, 2, 3 of 3, so the count
+// goes on from the transcript), and the fourth process does not start it,
+// does not offer its tool and says why once, while `steady` works
+// throughout and `fresh`, configured only for the fourth, starts with no
+// failures.
+#[test]
+fn server_failures_survive_a_resume() {
+    let scratch = Scratch::new("sessions-failures");
+    let crashy_log = scratch.path("crashy.log");
+    let fresh_log = scratch.path("fresh.log");
+    let crashy = vec![
+        "--tools",
+        "work",
+        "--hooks",
+        "_SessionStart",
+        "--script",
+        "_SessionStart=exit",
+        "--log",
+        &crashy_log,
+    ];
+    let steady = vec!["--tools", "work", "--hooks", "_Stop", "--stop", "empty"];
+    let config = mcp_config(
+        &scratch,
+        &[("crashy", crashy.clone()), ("steady", steady.clone())],
+    );
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, end("one")),
+        (Duration::ZERO, end("two")),
+        (Duration::ZERO, end("three")),
+        (Duration::ZERO, end("four")),
+    ]);
+    let fake_env = fake.env();
+    let env = env_with(&fake_env, &[("MCP_HOOK_SERVERS", "*")]);
+    for (run, more) in [(1, None), (2, Some("--continue")), (3, Some("--continue"))] {
+        let mut args = vec!["run", "go", "--mcp-config", &config];
+        args.extend(more);
+        let out = run_sprout(&args, &env, &scratch.0);
+        let stdout = assert_ok(&out);
+        let next = if run < 3 {
+            "it will be restarted when next needed"
+        } else {
+            "it stays off for this session"
+        };
+        let down = "server crashy exited (";
+        let count = format!("failure {run} of 3, {next}");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(down) && l.contains(&count)),
+            "run {run}: {stdout}"
+        );
+        assert_eq!(
+            sprout_tests::log_events(&crashy_log, "start").len(),
+            run,
+            "one start in each run"
+        );
+    }
+    let files = transcripts(&scratch.0);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let saved = agent_loop::transcript::read(&files[0]).unwrap();
+    let failures: Vec<(String, u32)> = saved
+        .carried
+        .failures
+        .iter()
+        .map(|(name, n)| (name.to_string(), *n))
+        .collect();
+    assert_eq!(failures, [("crashy".to_owned(), 3)]);
+
+    let config = mcp_config(
+        &scratch,
+        &[
+            ("crashy", crashy),
+            ("steady", steady),
+            ("fresh", vec!["--tools", "work", "--log", &fresh_log]),
+        ],
+    );
+    let out = run_sprout(
+        &["run", "go", "--continue", "--mcp-config", &config],
+        &env,
+        &scratch.0,
+    );
+    let stdout = assert_ok(&out);
+    let stderr = text(&out.stderr);
+    let said = "server crashy is not started: it failed too often before this session was resumed; failure 3 of 3, it stays off for this session";
+    assert_eq!(stdout.matches(said).count(), 1, "{stdout}");
+    assert_eq!(stdout.matches("crashy").count(), 1, "told once: {stdout}");
+    assert!(!stderr.contains("crashy"), "{stderr}");
+    assert_eq!(
+        sprout_tests::log_events(&crashy_log, "start").len(),
+        3,
+        "not started again"
+    );
+    assert_eq!(sprout_tests::log_events(&fresh_log, "start").len(), 1);
+    assert!(stdout.contains("four"), "{stdout}");
+    let requests = fake.requests.lock().unwrap();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(
+        offered_tools(&requests[2]),
+        ["steady__work"],
+        "crashy was down"
+    );
+    let mut offered = offered_tools(&requests[3]);
+    offered.sort();
+    assert_eq!(offered, ["fresh__work", "steady__work"]);
+}

@@ -286,9 +286,15 @@ impl Sessions {
             None => sink,
         };
         let config = &self.config;
-        let host = Host::start(
+        // [T4]: a loaded session's servers start with the failures it had left.
+        let carried = saved
+            .as_ref()
+            .map(|s| s.carried.clone())
+            .unwrap_or_default();
+        let host = Host::resume(
             specs,
             config.hooks.clone(),
+            &carried,
             config.host.clone(),
             agent_loop::hook_sink(sink.clone()),
         )
