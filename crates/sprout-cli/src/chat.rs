@@ -125,7 +125,7 @@ pub(crate) async fn chat(
     config: HookConfig,
     options: HostOptions,
     settings: AgentSettings,
-    plan: Plan,
+    mut plan: Plan,
 ) -> i32 {
     let mut editor = match DefaultEditor::new() {
         Ok(editor) => editor,

@@ -377,7 +377,7 @@ async fn run_session(
     settings: AgentSettings,
     prompt: &str,
     json: bool,
-    plan: sessions::Plan,
+    mut plan: sessions::Plan,
 ) -> i32 {
     let renderer = Renderer::new(json);
     let stdout = renderer.stdout();

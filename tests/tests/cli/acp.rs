@@ -1093,3 +1093,50 @@ fn a_saved_session_is_loaded_by_another_process() {
     );
     assert!(second.finish().success());
 }
+
+// A session is open in one process at a time [issue 14]: while one `sprout
+// acp` has a session open, another's `session/load` of it is answered at
+// once with a JSON-RPC error naming it, and `sprout run --resume` of it
+// exits 2; once the first has closed it, the second loads it, and loading
+// it again there is refused as open already.
+#[test]
+fn a_session_open_elsewhere_is_refused() {
+    let scratch = Scratch::new("acp-lock");
+    let fake = FakeOpenAi::start(vec![(Duration::ZERO, end("first answer"))]);
+    let env = fake_env(&fake, &[]);
+    let mut first = AcpClient::start(&scratch, &refs(&env));
+    first.initialize();
+    let session = first.new_session(&scratch.0, json!([]));
+    let id = first.prompt(&session, "first prompt");
+    let response = first.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    let mut second = AcpClient::start(&scratch, &refs(&env));
+    second.initialize();
+    let load = json!({"sessionId": session, "cwd": scratch.0, "mcpServers": []});
+    let refused = second.call("session/load", load.clone());
+    let error = refused["error"].to_string();
+    assert!(
+        error.contains(&format!("session \\\"{session}\\\" is in use")),
+        "{refused}"
+    );
+    let out =
+        crate::support::run_sprout(&["run", "x", "--resume", &session], &refs(&env), &scratch.0);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        crate::support::text(&out.stderr)
+            .contains(&format!("--resume: session {session} is in use")),
+        "{}",
+        crate::support::text(&out.stderr)
+    );
+    assert!(first.finish().success());
+
+    let loaded = second.call("session/load", load.clone());
+    assert!(loaded["result"].is_object(), "{loaded}");
+    let again = second.call("session/load", load);
+    assert!(
+        again["error"].to_string().contains("is open already"),
+        "{again}"
+    );
+    assert!(second.finish().success());
+}

@@ -687,6 +687,7 @@ impl agent_loop::transcript::SessionObserver for Records {
             reason: outcome.reason.as_str().to_owned(),
             detail: outcome.detail.clone(),
             rounds: outcome.rounds,
+            session: None,
         });
     }
 }
