@@ -1140,3 +1140,57 @@ fn a_session_open_elsewhere_is_refused() {
     );
     assert!(second.finish().success());
 }
+
+// [T4] over ACP: a client's server that crashes in `_SessionStart` in every
+// process uses its three failures over three `sprout acp` processes of one
+// session (new, then loaded twice); the fourth load does not start it, does
+// not offer its tool, and tells the client why.
+#[test]
+fn a_loaded_session_keeps_its_server_failures() {
+    let scratch = Scratch::new("acp-failures");
+    let log = scratch.path("crashy.log");
+    let crashy = fixture_server(
+        "crashy",
+        &[
+            "--tools",
+            "work",
+            "--hooks",
+            "_SessionStart",
+            "--script",
+            "_SessionStart=exit",
+            "--log",
+            &log,
+        ],
+    );
+    let fake = FakeOpenAi::start((0..4).map(|_| (Duration::ZERO, end("ok"))).collect());
+    let env = fake_env(&fake, &[("MCP_HOOK_SERVERS", "*")]);
+    let mut session = String::new();
+    for run in 0..4 {
+        let mut client = AcpClient::start(&scratch, &refs(&env));
+        client.initialize();
+        if run == 0 {
+            session = client.new_session(&scratch.0, json!([crashy]));
+        } else {
+            let loaded = client.call(
+                "session/load",
+                json!({"sessionId": session, "cwd": scratch.0, "mcpServers": [crashy]}),
+            );
+            assert!(loaded["result"].is_object(), "run {run}: {loaded}");
+        }
+        let id = client.prompt(&session, "go");
+        let response = client.response(json!(id), Duration::from_secs(30));
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        let starts = sprout_tests::log_events(&log, "start").len();
+        assert_eq!(starts, (run + 1).min(3), "run {run}");
+        let told = client.updates.iter().any(|u| {
+            u.to_string()
+                .contains("failed too often before this session was resumed")
+        });
+        assert_eq!(told, run == 3, "run {run}: {:#?}", client.updates);
+        assert!(client.finish().success());
+    }
+    let requests = fake.requests.lock().unwrap();
+    let tools = |i: usize| requests[i]["tools"].to_string();
+    assert!(tools(0).contains("crashy__work"), "{}", tools(0));
+    assert!(!tools(3).contains("crashy__work"), "{}", tools(3));
+}
