@@ -102,6 +102,13 @@ impl<G: Gateway> std::fmt::Debug for Agent<G> {
     }
 }
 
+/// How a kept answer that was cut off is marked, after its text
+/// ([`Agent`]'s history; the transcript's too).
+pub const CUT_MARK: &str = "this answer was cut off here and is incomplete";
+
+/// At most this much of why an answer was cut off goes into its mark.
+const CUT_REASON_BYTES: usize = 300;
+
 enum Step<T> {
     Done(T),
     Cancelled,
@@ -143,12 +150,12 @@ impl<G: Gateway> Agent<G> {
     /// still asked before the first model request of this process \[E1\].
     /// `Err` if the gateway's policy refuses (a prompt is running).
     pub fn resume(&mut self, saved: &SavedSession) -> Result<(), UsageError> {
-        self.gateway.restore(saved.carried)?;
+        self.gateway.restore(&saved.carried)?;
         self.history = saved.history.clone();
         self.original_task = saved.original_task.clone();
         self.summaries = saved.summaries;
         self.anchor = None;
-        self.carried = Some(saved.carried);
+        self.carried = Some(saved.carried.clone());
         Ok(())
     }
 
@@ -166,6 +173,9 @@ impl<G: Gateway> Agent<G> {
         if std::mem::replace(&mut self.ended, true) {
             return;
         }
+        // A server may have failed since the last prompt (or before the
+        // first): its count is saved too [T4].
+        self.report_carried();
         self.gateway.end_session(reason).await;
     }
 
@@ -203,10 +213,10 @@ impl<G: Gateway> Agent<G> {
         };
         let now = self.gateway.carried();
         if now.is_some() && now != self.carried {
-            self.carried = now;
-            if let Some(carried) = now {
+            if let Some(carried) = &now {
                 observer.carried(carried);
             }
+            self.carried = now;
         }
     }
 
@@ -337,6 +347,9 @@ impl<G: Gateway> Agent<G> {
     /// answered; `Some` is the prompt's end when the round could not be
     /// asked or was cancelled.
     fn add_pairs(&mut self, asked: Result<Vec<Injection>, AskError>) -> Option<PromptOutcome> {
+        // A server that failed at start-up or in this round counts now, not
+        // only at the end of the turn [T4].
+        self.report_carried();
         match asked {
             Ok(pairs) => {
                 self.inject(&pairs);
@@ -481,7 +494,13 @@ impl<G: Gateway> Agent<G> {
             tools: &tools,
         };
         let sink = self.sink.clone();
-        let on_text = move |text: &str| {
+        // What the person has seen of this answer so far.
+        let shown = std::sync::Mutex::new(String::new());
+        let on_text = |text: &str| {
+            shown
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .push_str(text);
             sink(&AgentEvent::TextDelta {
                 text: text.to_owned(),
             })
@@ -489,8 +508,20 @@ impl<G: Gateway> Agent<G> {
         let started = Instant::now();
         let result = tokio::select! {
             biased;
-            () = cancel.cancelled() => return Step::Cancelled,
-            result = self.model.complete_streaming(request, &on_text) => result,
+            () = cancel.cancelled() => None,
+            result = self.model.complete_streaming(request, &on_text) => Some(result),
+        };
+        let shown = shown.into_inner().unwrap_or_else(|e| e.into_inner());
+        let result = match result {
+            None => {
+                self.keep_cut(shown, "the prompt was cancelled");
+                return Step::Cancelled;
+            }
+            Some(Err(e)) => {
+                self.keep_cut(shown, &format!("the model's answer failed: {e}"));
+                return Step::Done(Err(e));
+            }
+            Some(Ok(response)) => Ok(response),
         };
         if let Ok(response) = &result {
             self.emit(AgentEvent::ModelResponse {
@@ -503,6 +534,31 @@ impl<G: Gateway> Agent<G> {
             });
         }
         Step::Done(result)
+    }
+
+    /// An answer cut off after the person saw some of its text (a stream
+    /// that failed or was cancelled midway): that text stays in the
+    /// history, as the model's message, marked as cut with `why`, so the
+    /// history says what the person saw and the next request knows it was
+    /// incomplete. Its tool calls, if any had begun, were never run and are
+    /// not kept.
+    fn keep_cut(&mut self, shown: String, why: &str) {
+        if shown.trim().is_empty() {
+            return;
+        }
+        let mut why = why.to_owned();
+        if why.len() > CUT_REASON_BYTES {
+            let mut end = CUT_REASON_BYTES;
+            while !why.is_char_boundary(end) {
+                end -= 1;
+            }
+            why.truncate(end);
+            why.push('…');
+        }
+        self.push(Message::Assistant {
+            text: format!("{shown}\n\n[{CUT_MARK}: {why}]"),
+            tool_calls: Vec::new(),
+        });
     }
 
     fn inject(&mut self, injections: &[Injection]) {

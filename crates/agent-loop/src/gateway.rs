@@ -175,7 +175,8 @@ pub trait Gateway: Send {
     }
 
     /// What of the policy a session resumed in another process must carry
-    /// over ([`Carried`]: the `_Stop` budget used, the rounds asked);
+    /// over ([`Carried`]: the `_Stop` budget used, the rounds asked, each
+    /// server's failures);
     /// `None` (the default) for a gateway without a policy to carry.
     fn carried(&self) -> Option<Carried> {
         None
@@ -183,8 +184,10 @@ pub trait Gateway: Send {
 
     /// Continues a saved session's policy state, between prompts
     /// ([`Session::restore`] for a gateway on the `hooks-core` policy). The
-    /// default keeps nothing.
-    fn restore(&mut self, carried: Carried) -> Result<(), UsageError> {
+    /// default keeps nothing. Servers' failure counts must reach the policy
+    /// before its servers start ([`Session::resume`]; `hooks_mcp::Host::resume`),
+    /// so a gateway takes them when it is built, not here.
+    fn restore(&mut self, carried: &Carried) -> Result<(), UsageError> {
         let _ = carried;
         Ok(())
     }

@@ -42,7 +42,7 @@ mod model;
 pub mod providers;
 pub mod transcript;
 
-pub use agent::{Agent, AgentSettings, DEFAULT_SYSTEM_PROMPT, PromptOutcome};
+pub use agent::{Agent, AgentSettings, CUT_MARK, DEFAULT_SYSTEM_PROMPT, PromptOutcome};
 pub use compaction::CompactionSettings;
 pub use event::{AgentEvent, CompactionKind, Sink};
 pub use gateway::{

@@ -53,7 +53,7 @@ impl Gateway for Host {
         Some(self.session().carried())
     }
 
-    fn restore(&mut self, carried: hooks_core::Carried) -> Result<(), UsageError> {
+    fn restore(&mut self, carried: &hooks_core::Carried) -> Result<(), UsageError> {
         Host::restore(self, carried)
     }
 

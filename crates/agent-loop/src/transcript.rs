@@ -23,13 +23,14 @@
 //! command line: where transcripts live and what ids look like is the
 //! caller's business.
 
+use std::collections::BTreeMap;
 use std::fs::File;
 use std::io::{Read as _, Write as _};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::SystemTime;
 
-use hooks_core::Carried;
+use hooks_core::{Carried, ServerName};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::PromptOutcome;
@@ -69,6 +70,10 @@ pub enum Record {
         at: String,
         /// The version of the agent that resumed it.
         sprout: String,
+        /// The session so far, as read (before the results made up for
+        /// calls whose results were never written, which follow).
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<Tally>,
     },
     /// A message appended to the history.
     Message {
@@ -89,6 +94,11 @@ pub enum Record {
         budget_used: u32,
         /// Hook rounds asked so far.
         rounds: u64,
+        /// Kills, crashes and failed starts so far, by server name, for
+        /// each server with any \[T4\] (absent: none, as in transcripts
+        /// written before failures were saved).
+        #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+        failures: BTreeMap<String, u32>,
     },
     /// A prompt ended.
     PromptEnded {
@@ -98,12 +108,50 @@ pub enum Record {
         detail: Option<String>,
         /// Model requests made.
         rounds: u32,
+        /// The session so far, this end included.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        session: Option<Tally>,
     },
     /// An event of the loop, as `--json` prints it.
     Event {
         /// The event.
         event: serde_json::Value,
     },
+}
+
+/// The session so far, as the writer counted it: carried by the
+/// `resumed` and `prompt_ended` records, so that [`summary`] can tell a
+/// session from the end of its file without reading all of it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Tally {
+    /// Prompts given.
+    pub prompts: u32,
+    /// Messages in the history.
+    pub messages: u64,
+    /// When it was last started or resumed, as [`Header::started`].
+    pub last_active: String,
+    /// Why the last prompt ended; `None` before any, or while one runs.
+    pub last_end: Option<String>,
+}
+
+impl Tally {
+    /// Counts one more record of the session.
+    fn count(&mut self, record: &Record) {
+        match record {
+            Record::Header(header) => self.last_active.clone_from(&header.started),
+            Record::Resumed { at, .. } => self.last_active.clone_from(at),
+            Record::Message { message } => {
+                self.messages += 1;
+                if matches!(message, Message::User { .. }) {
+                    self.prompts += 1;
+                    self.last_end = None;
+                }
+            }
+            Record::Compacted { history, .. } => self.messages = history.len() as u64,
+            Record::PromptEnded { reason, .. } => self.last_end = Some(reason.clone()),
+            Record::Policy { .. } | Record::Event { .. } => {}
+        }
+    }
 }
 
 /// What the loop tells about the history as it changes
@@ -117,7 +165,7 @@ pub trait SessionObserver: Send {
     /// history with `history`.
     fn replaced(&mut self, summary: bool, history: &[Message]);
     /// The policy state a resumed session must restore changed.
-    fn carried(&mut self, carried: Carried) {
+    fn carried(&mut self, carried: &Carried) {
         let _ = carried;
     }
     /// A prompt ended.
@@ -139,6 +187,8 @@ pub struct Transcript {
 struct Writer {
     /// `None` once a write failed.
     file: Option<File>,
+    /// The session so far, as written.
+    tally: Tally,
 }
 
 impl Transcript {
@@ -158,7 +208,7 @@ impl Transcript {
         options.append(true).create_new(true);
         private_file(&mut options);
         let file = options.open(&path)?;
-        let transcript = Transcript::over(file, path);
+        let transcript = Transcript::over(file, path, Tally::default());
         transcript.try_write(&Record::Header(Header {
             version: FORMAT_VERSION,
             session_id: session_id.to_owned(),
@@ -195,10 +245,18 @@ impl Transcript {
         }
         drop(file);
         let file = std::fs::OpenOptions::new().append(true).open(&path)?;
-        let transcript = Transcript::over(file, path);
+        let at = rfc3339(SystemTime::now());
+        let tally = Tally {
+            prompts: saved.prompts,
+            messages: (saved.history.len() - saved.repaired.len()) as u64,
+            last_active: at.clone(),
+            last_end: saved.last_end.clone(),
+        };
+        let transcript = Transcript::over(file, path, tally.clone());
         transcript.try_write(&Record::Resumed {
-            at: rfc3339(SystemTime::now()),
+            at,
             sprout: sprout.to_owned(),
+            session: Some(tally),
         })?;
         for message in &saved.repaired {
             transcript.try_write(&Record::Message {
@@ -208,9 +266,12 @@ impl Transcript {
         Ok(transcript)
     }
 
-    fn over(file: File, path: PathBuf) -> Transcript {
+    fn over(file: File, path: PathBuf, tally: Tally) -> Transcript {
         Transcript {
-            inner: Arc::new(Mutex::new(Writer { file: Some(file) })),
+            inner: Arc::new(Mutex::new(Writer {
+                file: Some(file),
+                tally,
+            })),
             path: Arc::new(path),
         }
     }
@@ -233,6 +294,26 @@ impl Transcript {
 
     fn try_write(&self, record: &Record) -> std::io::Result<()> {
         let mut writer = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        writer.tally.count(record);
+        // A prompt's end carries the session so far, for `summary`.
+        let ended;
+        let record = match record {
+            Record::PromptEnded {
+                reason,
+                detail,
+                rounds,
+                session: None,
+            } => {
+                ended = Record::PromptEnded {
+                    reason: reason.clone(),
+                    detail: detail.clone(),
+                    rounds: *rounds,
+                    session: Some(writer.tally.clone()),
+                };
+                &ended
+            }
+            record => record,
+        };
         let Some(file) = writer.file.as_mut() else {
             return Ok(());
         };
@@ -281,10 +362,15 @@ impl SessionObserver for Transcript {
         });
     }
 
-    fn carried(&mut self, carried: Carried) {
+    fn carried(&mut self, carried: &Carried) {
         self.write(&Record::Policy {
             budget_used: carried.budget_used,
             rounds: carried.rounds,
+            failures: carried
+                .failures
+                .iter()
+                .map(|(name, n)| (name.as_str().to_owned(), *n))
+                .collect(),
         });
     }
 
@@ -293,6 +379,7 @@ impl SessionObserver for Transcript {
             reason: outcome.reason.as_str().to_owned(),
             detail: outcome.detail.clone(),
             rounds: outcome.rounds,
+            session: None,
         });
     }
 }
@@ -598,10 +685,16 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<SavedSession, ReadError> 
             Record::Policy {
                 budget_used,
                 rounds,
+                failures,
             } => {
                 saved.carried = Carried {
                     budget_used,
                     rounds,
+                    // A name that is no server name names no server here.
+                    failures: failures
+                        .into_iter()
+                        .filter_map(|(name, n)| Some((ServerName::new(name).ok()?, n)))
+                        .collect(),
                 };
             }
             Record::PromptEnded { reason, .. } => saved.last_end = Some(reason),
@@ -677,6 +770,154 @@ impl Rebuild {
 /// Every transcript in `dir` (files `*.jsonl`), read; those that cannot be
 /// read at all come back as errors. A missing `dir` has none.
 pub fn list(dir: &Path) -> std::io::Result<Vec<Result<SavedSession, ReadError>>> {
+    Ok(transcript_paths(dir)?.iter().map(|p| read(p)).collect())
+}
+
+/// How much of a transcript's start [`summary`] reads for its header, and
+/// of its end for the session so far.
+pub const SUMMARY_HEAD_BYTES: u64 = 64 * 1024;
+
+/// See [`SUMMARY_HEAD_BYTES`].
+pub const SUMMARY_TAIL_BYTES: u64 = 64 * 1024;
+
+/// A session as a listing shows it, told by [`summary`].
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Summary {
+    /// The file.
+    pub path: PathBuf,
+    /// Its header.
+    pub header: Header,
+    /// Prompts given, how many messages the history has, when it was last
+    /// started or resumed and why its last prompt ended.
+    pub tally: Tally,
+    /// What was wrong with the file, if anything.
+    pub warnings: Vec<ReadWarning>,
+}
+
+impl From<SavedSession> for Summary {
+    fn from(saved: SavedSession) -> Summary {
+        Summary {
+            tally: Tally {
+                prompts: saved.prompts,
+                messages: saved.history.len() as u64,
+                last_active: saved.last_active,
+                last_end: saved.last_end,
+            },
+            path: saved.path,
+            header: saved.header,
+            warnings: saved.warnings,
+        }
+    }
+}
+
+/// What a listing needs of the transcript at `path`, read cheaply: its
+/// first line (the header) and at most [`SUMMARY_TAIL_BYTES`] of its end,
+/// where the last `prompt_ended` or `resumed` record tells the session so
+/// far and the records after it the rest. A file that is small, whose end
+/// is torn or bad, or whose end holds no such record (one written before
+/// they carried it, or a prompt whose records fill the tail) is read whole
+/// instead ([`read`]), so the summary is the one `read` gives, warnings
+/// and all. What the cheap reading does not see: a bad line in the middle
+/// of a long file, and tool calls whose results were never written (the
+/// history counts the messages written); the resume, which reads the file
+/// whole, finds and repairs them.
+pub fn summary(path: &Path) -> Result<Summary, ReadError> {
+    let io = |source| ReadError::Io {
+        path: path.to_owned(),
+        source,
+    };
+    let mut file = File::open(path).map_err(io)?;
+    let len = file.metadata().map_err(io)?.len();
+    match summary_of(path, &mut file, len).map_err(io)? {
+        Some(summary) => Ok(summary),
+        None => read(path).map(Summary::from),
+    }
+}
+
+/// The cheap reading of [`summary`], from `file` of `len` bytes; `None`
+/// when the file must be read whole.
+fn summary_of(
+    path: &Path,
+    file: &mut (impl std::io::Read + std::io::Seek),
+    len: u64,
+) -> std::io::Result<Option<Summary>> {
+    use std::io::SeekFrom;
+    if len <= SUMMARY_HEAD_BYTES + SUMMARY_TAIL_BYTES {
+        return Ok(None);
+    }
+    let mut head = Vec::new();
+    file.by_ref()
+        .take(SUMMARY_HEAD_BYTES)
+        .read_to_end(&mut head)?;
+    let Some(end) = head.iter().position(|b| *b == b'\n') else {
+        return Ok(None);
+    };
+    let Ok(header) = header_of(path, &head[..=end]) else {
+        return Ok(None);
+    };
+    let mut tail = Vec::new();
+    file.seek(SeekFrom::Start(len - SUMMARY_TAIL_BYTES))?;
+    file.take(SUMMARY_TAIL_BYTES).read_to_end(&mut tail)?;
+    if !tail.ends_with(b"\n") {
+        return Ok(None);
+    }
+    // The tail's first line is most likely a piece of one.
+    let Some(start) = tail.iter().position(|b| *b == b'\n') else {
+        return Ok(None);
+    };
+    let mut records = Vec::new();
+    for line in tail[start + 1..].split_inclusive(|b| *b == b'\n') {
+        match serde_json::from_slice::<Record>(line) {
+            Ok(Record::Header(_)) | Err(_) => return Ok(None),
+            Ok(record) => records.push(record),
+        }
+    }
+    let told = records.iter().rposition(|r| {
+        matches!(
+            r,
+            Record::PromptEnded {
+                session: Some(_),
+                ..
+            } | Record::Resumed {
+                session: Some(_),
+                ..
+            }
+        )
+    });
+    let Some(told) = told else {
+        return Ok(None);
+    };
+    let mut tally = match &records[told] {
+        Record::PromptEnded {
+            session: Some(tally),
+            ..
+        }
+        | Record::Resumed {
+            session: Some(tally),
+            ..
+        } => tally.clone(),
+        _ => return Ok(None),
+    };
+    for record in &records[told + 1..] {
+        tally.count(record);
+    }
+    Ok(Some(Summary {
+        path: path.to_owned(),
+        header,
+        tally,
+        warnings: Vec::new(),
+    }))
+}
+
+/// Every transcript in `dir` (files `*.jsonl`), summed up by [`summary`];
+/// those that cannot be read at all come back as errors. A missing `dir`
+/// has none.
+pub fn list_summaries(dir: &Path) -> std::io::Result<Vec<Result<Summary, ReadError>>> {
+    Ok(transcript_paths(dir)?.iter().map(|p| summary(p)).collect())
+}
+
+/// The transcripts in `dir`, sorted; none for a missing `dir`.
+fn transcript_paths(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
     let entries = match std::fs::read_dir(dir) {
         Ok(entries) => entries,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
@@ -688,7 +929,7 @@ pub fn list(dir: &Path) -> std::io::Result<Vec<Result<SavedSession, ReadError>>>
         .filter(|p| p.extension().is_some_and(|x| x == EXTENSION) && p.is_file())
         .collect();
     paths.sort();
-    Ok(paths.iter().map(|p| read(p)).collect())
+    Ok(paths)
 }
 
 #[cfg(test)]
@@ -744,6 +985,7 @@ mod tests {
             line(&Record::Policy {
                 budget_used: 1,
                 rounds: 2,
+                failures: BTreeMap::from([("gate".to_owned(), 2)]),
             }),
             line(&Record::Event {
                 event: serde_json::json!({"event": "assistant_text", "text": "done"}),
@@ -756,6 +998,7 @@ mod tests {
                 reason: "no_objection".into(),
                 detail: None,
                 rounds: 2,
+                session: None,
             }),
         ]
         .concat()
@@ -773,7 +1016,8 @@ mod tests {
             saved.carried,
             Carried {
                 budget_used: 1,
-                rounds: 2
+                rounds: 2,
+                failures: vec![(ServerName::new("gate").unwrap(), 2)],
             }
         );
         assert_eq!(
@@ -980,6 +1224,154 @@ mod tests {
             1,
             "the unread tail is not a session"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    /// A reader that counts the bytes read from it.
+    struct Counted<R> {
+        inner: R,
+        read: u64,
+    }
+
+    impl<R: std::io::Read> std::io::Read for Counted<R> {
+        fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+            let n = self.inner.read(buf)?;
+            self.read += n as u64;
+            Ok(n)
+        }
+    }
+
+    impl<R: std::io::Seek> std::io::Seek for Counted<R> {
+        fn seek(&mut self, pos: std::io::SeekFrom) -> std::io::Result<u64> {
+            self.inner.seek(pos)
+        }
+    }
+
+    /// A session of `prompts` prompts whose tool results are `bytes` long
+    /// each, written by the writer in `dir`.
+    fn big_session(dir: &Path, id: &str, prompts: usize, bytes: usize) -> Transcript {
+        let mut t = Transcript::create(dir, id, "/w", "0.1.0").unwrap();
+        for p in 0..prompts {
+            t.appended(&Message::user(format!("prompt {p}")));
+            t.appended(&assistant(&[&format!("c{p}")]));
+            let output = "x".repeat(bytes);
+            t.event(&AgentEvent::AssistantText {
+                text: output.clone(),
+            });
+            t.appended(&Message::ToolResult {
+                call_id: format!("c{p}"),
+                name: "t__x".into(),
+                content: output,
+                is_error: false,
+            });
+            t.appended(&Message::Assistant {
+                text: "done".into(),
+                tool_calls: vec![],
+            });
+            t.prompt_ended(&PromptOutcome {
+                reason: hooks_core::EndReason::NoObjection,
+                detail: None,
+                text: "done".into(),
+                rounds: 2,
+            });
+        }
+        t
+    }
+
+    fn temp_dir(name: &str) -> PathBuf {
+        let dir = std::env::temp_dir().join(format!(
+            "agent-loop-transcript-{name}-{}",
+            std::process::id()
+        ));
+        let _ = std::fs::remove_dir_all(&dir);
+        dir
+    }
+
+    // A listing of a large transcript reads its first line and its last
+    // SUMMARY_TAIL_BYTES only, and says what reading it whole says: after
+    // its prompts, after a resume, and with a prompt under way.
+    #[test]
+    fn a_large_transcript_is_summed_up_from_its_ends() {
+        let dir = temp_dir("summary");
+        let t = big_session(&dir, "s1", 40, 20_000);
+        let path = t.path().to_owned();
+        let check = |what: &str| {
+            let whole = Summary::from(read(&path).unwrap());
+            let bytes = std::fs::read(&path).unwrap();
+            let len = bytes.len() as u64;
+            assert!(
+                len > 10 * (SUMMARY_HEAD_BYTES + SUMMARY_TAIL_BYTES),
+                "{len}"
+            );
+            let mut counted = Counted {
+                inner: std::io::Cursor::new(bytes),
+                read: 0,
+            };
+            let cheap = summary_of(&path, &mut counted, len)
+                .unwrap()
+                .unwrap_or_else(|| panic!("{what}: read whole"));
+            assert_eq!(cheap, whole, "{what}");
+            assert!(
+                counted.read <= SUMMARY_HEAD_BYTES + SUMMARY_TAIL_BYTES,
+                "{what}: {} bytes read",
+                counted.read
+            );
+            assert_eq!(summary(&path).unwrap(), whole, "{what}");
+        };
+        check("written");
+        let whole = read(&path).unwrap();
+        assert_eq!((whole.prompts, whole.history.len()), (40, 160));
+        drop(t);
+        let mut resumed = Transcript::resume(&whole, "0.1.1").unwrap();
+        check("resumed");
+        resumed.appended(&Message::user("one more"));
+        resumed.appended(&Message::Assistant {
+            text: "working on it".into(),
+            tool_calls: vec![],
+        });
+        check("a prompt under way");
+        let cheap = summary(&path).unwrap();
+        assert_eq!(cheap.tally.prompts, 41);
+        assert_eq!(cheap.tally.last_end, None);
+        assert_ne!(cheap.tally.last_active, whole.header.started);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    // A large transcript whose end is torn, or holds no record that tells
+    // the session so far (written before they did), is read whole: the
+    // same summary, and the warning names the line.
+    #[test]
+    fn a_large_transcript_with_a_bad_end_is_read_whole() {
+        let dir = temp_dir("summary-bad");
+        let t = big_session(&dir, "s1", 20, 20_000);
+        let path = t.path().to_owned();
+        drop(t);
+        let good = std::fs::read_to_string(&path).unwrap();
+        let lines = good.lines().count();
+        std::fs::write(&path, format!("{good}{{\"record\":\"mess")).unwrap();
+        let cheap = summary(&path).unwrap();
+        assert_eq!(cheap, Summary::from(read(&path).unwrap()));
+        assert_eq!(cheap.tally.prompts, 20);
+        assert_eq!(cheap.warnings.len(), 1);
+        assert_eq!(cheap.warnings[0].line, lines + 1);
+        // As an older sprout wrote it: no tallies at all.
+        let old: String = good
+            .lines()
+            .map(|l| {
+                let mut v: serde_json::Value = serde_json::from_str(l).unwrap();
+                v.as_object_mut().unwrap().remove("session");
+                v.to_string() + "\n"
+            })
+            .collect();
+        std::fs::write(&path, &old).unwrap();
+        let mut file = File::open(&path).unwrap();
+        assert_eq!(
+            summary_of(&path, &mut file, old.len() as u64).unwrap(),
+            None
+        );
+        let cheap = summary(&path).unwrap();
+        assert_eq!((cheap.tally.prompts, cheap.tally.messages), (20, 80));
+        assert_eq!(cheap.tally.last_end.as_deref(), Some("no_objection"));
         let _ = std::fs::remove_dir_all(&dir);
     }
 }

@@ -214,6 +214,9 @@ pub enum DownCause {
     Crashed(String),
     /// It did not start (spawn, initialize or listing failed).
     StartFailed(String),
+    /// It reached its failure limit before the session was resumed in this
+    /// process, so it is not started again \[T4\] ([`crate::Session::resume`]).
+    BeforeResume,
 }
 
 /// One policy decision, with its reason \[O1\].

@@ -139,8 +139,10 @@ pub struct HookContext {
 
 /// What a session carries into its continuation in another process (from a
 /// saved transcript): read with [`Session::carried`], given back with
-/// [`Session::restore`] \[S3\].
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// [`Session::resume`] (all of it, before any server starts) or
+/// [`Session::restore`] (the budget and rounds, between prompts) \[S3\],
+/// \[T4\].
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct Carried {
     /// `_Stop` objections charged in the budget's scope \[S3\], \[G1\].
     pub budget_used: u32,
@@ -148,6 +150,14 @@ pub struct Carried {
     /// after them, so the synthetic call ids of its pairs (`sprout-R-I`)
     /// stay unique in the history it inherits \[I1\].
     pub rounds: u64,
+    /// Kills, crashes and failed starts so far in the session, by server
+    /// name, for each server with at least one \[T4\], sorted by name (so
+    /// two equal states compare equal): the configured servers and those a
+    /// continuation carried through without having them configured. A
+    /// server at
+    /// [`FAILURE_LIMIT`] stays down for the rest of the session, in every
+    /// process that continues it.
+    pub failures: Vec<(ServerName, u32)>,
 }
 
 /// One model tool call that resolved to a real tool ([`Session::resolve`]),
@@ -481,6 +491,11 @@ pub struct Session {
     ended: Option<SessionEndReason>,
     next_round: u64,
     next_call: u64,
+    /// Failure counts carried in by [`Session::resume`] for servers that
+    /// are not configured here: given back by [`Session::carried`], so a
+    /// later continuation that configures them again still counts them
+    /// \[T4\].
+    unconfigured_failures: Vec<(ServerName, u32)>,
     /// The latest time seen; inputs that carry an earlier time use this one.
     now: Time,
     outputs: VecDeque<Output>,
@@ -496,6 +511,27 @@ impl Session {
     pub fn new<S: Into<ServerSetup>>(
         config: HookConfig,
         servers: Vec<S>,
+    ) -> Result<Session, SetupError> {
+        Session::resume(config, servers, &Carried::default())
+    }
+
+    /// A session that continues one saved by another process: as
+    /// [`Session::new`], with `carried` applied before any server is
+    /// started. The `_Stop` budget used and the rounds asked count as in
+    /// [`Session::restore`]; each configured server named in
+    /// `carried.failures` starts with those failures \[T4\] (so one that
+    /// had 2 of [`FAILURE_LIMIT`] gets one more try), and one that
+    /// reached the limit is not started at all: it is
+    /// [`ServerState::Retired`] from the start, its tools are not offered,
+    /// and one [`Event::ServerDown`] with [`DownCause::BeforeResume`] says
+    /// so. Servers are matched by name; a carried server that is not
+    /// configured has no effect but is carried on by
+    /// [`Session::carried`]; a configured one that is not carried starts
+    /// with none.
+    pub fn resume<S: Into<ServerSetup>>(
+        config: HookConfig,
+        servers: Vec<S>,
+        carried: &Carried,
     ) -> Result<Session, SetupError> {
         let servers: Vec<ServerSetup> = servers.into_iter().map(Into::into).collect();
         for (i, setup) in servers.iter().enumerate() {
@@ -540,12 +576,26 @@ impl Session {
             ended: None,
             next_round: 1,
             next_call: 1,
+            unconfigured_failures: Vec::new(),
             now: Time::ZERO,
             outputs,
             answer: None,
         };
+        session.carry_in(carried);
         for id in 0..session.servers.len() {
-            session.start(ServerId(id));
+            if session.servers[id].state == ServerState::Retired {
+                // [T4]: it used its failures before; it stays down, and
+                // the person is told so once, here.
+                let server = &session.servers[id];
+                session.outputs.push_back(Output::Event(Event::ServerDown {
+                    server: server.name.clone(),
+                    cause: DownCause::BeforeResume,
+                    failures: server.failures,
+                    retry_at: None,
+                }));
+            } else {
+                session.start(ServerId(id));
+            }
         }
         Ok(session)
     }
@@ -616,9 +666,18 @@ impl Session {
     /// What a continuation of this session in another process must carry
     /// over: the budget used and the rounds asked.
     pub fn carried(&self) -> Carried {
+        let failures = self
+            .servers
+            .iter()
+            .filter(|s| s.failures > 0)
+            .map(|s| (s.name.clone(), s.failures))
+            .chain(self.unconfigured_failures.iter().cloned());
+        let mut failures: Vec<(ServerName, u32)> = failures.collect();
+        failures.sort();
         Carried {
             budget_used: self.budget_used,
             rounds: self.next_round - 1,
+            failures,
         }
     }
 
@@ -626,17 +685,52 @@ impl Session {
     /// counts here (at most this session's budget), and rounds are
     /// numbered after its rounds. Asked between prompts, before the
     /// session ends. With [`BudgetScope::Prompt`] the next prompt refills
-    /// the budget as ever \[G1\].
-    pub fn restore(&mut self, carried: Carried) -> Result<(), UsageError> {
+    /// the budget as ever \[G1\]. Failure counts are not taken here: the
+    /// servers have started by now, so they come in through
+    /// [`Session::resume`], before the first start \[T4\].
+    pub fn restore(&mut self, carried: &Carried) -> Result<(), UsageError> {
         if self.ended.is_some() {
             return Err(UsageError::SessionEnded);
         }
         if self.prompt.is_some() {
             return Err(UsageError::PromptRunning);
         }
+        self.restore_budget(carried);
+        Ok(())
+    }
+
+    fn restore_budget(&mut self, carried: &Carried) {
         self.budget_used = carried.budget_used.min(self.config.stop_budget.get());
         self.next_round = self.next_round.max(carried.rounds.saturating_add(1));
-        Ok(())
+    }
+
+    /// Takes `carried` in before any server starts: the budget and rounds,
+    /// and each server's failures, at most [`FAILURE_LIMIT`] (at the limit
+    /// it is retired) \[T4\].
+    fn carry_in(&mut self, carried: &Carried) {
+        self.restore_budget(carried);
+        for (name, failures) in &carried.failures {
+            let failures = (*failures).min(FAILURE_LIMIT);
+            if failures == 0 {
+                continue;
+            }
+            match self.servers.iter_mut().find(|s| s.name == *name) {
+                Some(server) => {
+                    server.failures = server.failures.max(failures);
+                    if server.failures >= FAILURE_LIMIT {
+                        server.state = ServerState::Retired;
+                    }
+                }
+                None => match self
+                    .unconfigured_failures
+                    .iter_mut()
+                    .find(|(n, _)| n == name)
+                {
+                    Some((_, kept)) => *kept = (*kept).max(failures),
+                    None => self.unconfigured_failures.push((name.clone(), failures)),
+                },
+            }
+        }
     }
 
     /// Whether a prompt is running.

@@ -20,10 +20,10 @@ use std::time::Duration;
 use futures::future::{AbortHandle, Abortable, BoxFuture};
 use futures::stream::{FuturesUnordered, StreamExt};
 use hooks_core::{
-    AbortReason, AskError, CallId, EndReason, Event, HookConfig, HookContext, HookPoint, HookReply,
-    HookText, Injection, Input, InputField, ListedTool, Output, ServerId, ServerName, ServerSetup,
-    ServerState, Session, SessionEndReason, SetupError, StopReason, Time, ToolGate, ToolRun,
-    ToolUse, TurnVerdict, UsageError, Warning,
+    AbortReason, AskError, CallId, Carried, EndReason, Event, HookConfig, HookContext, HookPoint,
+    HookReply, HookText, Injection, Input, InputField, ListedTool, Output, ServerId, ServerName,
+    ServerSetup, ServerState, Session, SessionEndReason, SetupError, StopReason, Time, ToolGate,
+    ToolRun, ToolUse, TurnVerdict, UsageError, Warning,
 };
 use rmcp::model::{JsonObject, Tool};
 use tokio::sync::mpsc;
@@ -167,12 +167,29 @@ impl Host {
         options: HostOptions,
         sink: EventSink,
     ) -> Result<Host, SetupError> {
-        Host::start_with(specs, config, options, sink, Connector::Spec).await
+        let fresh = Carried::default();
+        Host::start_with(specs, config, &fresh, options, sink, Connector::Spec).await
+    }
+
+    /// As [`Host::start`], for a session that continues one saved by
+    /// another process: the core is built with `carried`
+    /// ([`Session::resume`]) before any server starts, so each server has
+    /// only the failures left that the saved session had not used, and one
+    /// that used them all is not started \[T4\].
+    pub async fn resume(
+        specs: Vec<ServerSpec>,
+        config: HookConfig,
+        carried: &Carried,
+        options: HostOptions,
+        sink: EventSink,
+    ) -> Result<Host, SetupError> {
+        Host::start_with(specs, config, carried, options, sink, Connector::Spec).await
     }
 
     async fn start_with(
         specs: Vec<ServerSpec>,
         config: HookConfig,
+        carried: &Carried,
         options: HostOptions,
         sink: EventSink,
         connector: Connector,
@@ -184,7 +201,7 @@ impl Host {
                 hook_timeout: s.hook_timeout, // [C4]
             })
             .collect();
-        let session = Session::new(config, setups)?;
+        let session = Session::resume(config, setups, carried)?;
         let (notices_tx, notices_rx) = mpsc::unbounded_channel();
         let slots = specs
             .into_iter()
@@ -227,7 +244,7 @@ impl Host {
 
     /// Continues a session saved by another process: its budget used and
     /// rounds asked ([`Session::restore`]). Asked between prompts.
-    pub fn restore(&mut self, carried: hooks_core::Carried) -> Result<(), UsageError> {
+    pub fn restore(&mut self, carried: &Carried) -> Result<(), UsageError> {
         self.session.restore(carried)
     }
 

@@ -12,13 +12,14 @@
 //!
 //! Not here: how events look (`render`), the loop itself (`agent-loop`).
 
+use std::io::IsTerminal as _;
 use std::sync::{Arc, Mutex};
 
 use agent_loop::{Agent, AgentSettings, Model};
 use hooks_core::{HookConfig, SessionEndReason};
 use hooks_mcp::{HostOptions, ServerSpec};
-use rustyline::DefaultEditor;
 use rustyline::error::ReadlineError;
+use rustyline::{DefaultEditor, ExternalPrinter as _};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
@@ -98,11 +99,25 @@ enum Read {
 }
 
 /// Reads one line on a blocking thread; the editor goes there and back
-/// (`Err` if that thread died, and the editor with it).
+/// (`Err` if that thread died, and the editor with it). While the line is
+/// up, log lines (a server found wedged, say) go through the editor's
+/// external printer, which writes them above the line and draws it again,
+/// instead of into what is being typed. Only on a terminal, and only when
+/// standard error is one too (else they belong where it goes).
 async fn read_line(editor: DefaultEditor) -> Result<(DefaultEditor, Read), String> {
     let joined = tokio::task::spawn_blocking(move || {
         let mut editor = editor;
-        let read = match editor.readline(PROMPT) {
+        let printer = std::io::stderr()
+            .is_terminal()
+            .then(|| editor.create_external_printer().ok())
+            .flatten();
+        if let Some(mut printer) = printer {
+            crate::stdout::Stdout::stderr()
+                .print_through(Some(Box::new(move |text| printer.print(text).is_ok())));
+        }
+        let line = editor.readline(PROMPT);
+        crate::stdout::Stdout::stderr().print_through(None);
+        let read = match line {
             Ok(line) => {
                 if !line.trim().is_empty() {
                     let _ = editor.add_history_entry(line.as_str());
@@ -125,7 +140,7 @@ pub(crate) async fn chat(
     config: HookConfig,
     options: HostOptions,
     settings: AgentSettings,
-    plan: Plan,
+    mut plan: Plan,
 ) -> i32 {
     let mut editor = match DefaultEditor::new() {
         Ok(editor) => editor,
@@ -144,7 +159,8 @@ pub(crate) async fn chat(
     let signals = Signals::install_without_interrupt();
     let running = Running::new(signals.clone());
     running.listen();
-    let host = match start_host(specs, config, options, sink.clone(), &signals).await {
+    let carried = plan.carried();
+    let host = match start_host(specs, config, &carried, options, sink.clone(), &signals).await {
         Ok(host) => host,
         Err(code) => {
             stdout.finish(OUTPUT_DRAIN);

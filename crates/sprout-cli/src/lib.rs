@@ -326,15 +326,19 @@ fn read_prompt(prompt: &str) -> Result<String, ConfigProblem> {
 /// Starts the servers; a signal is honoured during the start-up too (the
 /// servers started so far are stopped as the start is dropped). `Err` is
 /// the exit status.
+/// A resumed session's servers start with the failures it had left
+/// (`carried`) \[T4\].
 async fn start_host(
     specs: Vec<ServerSpec>,
     config: HookConfig,
+    carried: &hooks_core::Carried,
     options: HostOptions,
     sink: agent_loop::Sink,
     signals: &Signals,
 ) -> Result<Host, i32> {
+    let sink = agent_loop::hook_sink(sink);
     tokio::select! {
-        started = Host::start(specs, config, options, agent_loop::hook_sink(sink)) => started.map_err(|e| {
+        started = Host::resume(specs, config, carried, options, sink) => started.map_err(|e| {
             report_error(&format!("sprout: {e}"));
             EXIT_USAGE
         }),
@@ -345,12 +349,18 @@ async fn start_host(
     }
 }
 
-/// Says which configured servers did not start, on stderr; true if any.
+/// Says which configured servers did not start, on stderr; true if any. A
+/// server a resumed session had retired before is not started at all, and
+/// its one event said so already \[T4\].
 fn report_down_servers(host: &Host) -> bool {
     let mut any = false;
     for server in host.servers() {
+        let retired_before =
+            server.state == hooks_core::ServerState::Retired && server.last_error.is_none();
         if server.state != hooks_core::ServerState::Up {
             any = true;
+        }
+        if server.state != hooks_core::ServerState::Up && !retired_before {
             let why = server.last_error.as_deref().unwrap_or("it is not running");
             report_error(&format!(
                 "sprout: warning: MCP server {} did not start: {}",
@@ -371,7 +381,7 @@ async fn run_session(
     settings: AgentSettings,
     prompt: &str,
     json: bool,
-    plan: sessions::Plan,
+    mut plan: sessions::Plan,
 ) -> i32 {
     let renderer = Renderer::new(json);
     let stdout = renderer.stdout();
@@ -380,7 +390,16 @@ async fn run_session(
     let saved = transcript.is_some();
     // Signals are honoured from the start, server start-up included.
     let signals = Signals::install();
-    let host = match start_host(specs, config, options, sink.clone(), &signals).await {
+    let host = match start_host(
+        specs,
+        config,
+        &plan.carried(),
+        options,
+        sink.clone(),
+        &signals,
+    )
+    .await
+    {
         Ok(host) => host,
         Err(code) => {
             stdout.finish(OUTPUT_DRAIN);
@@ -443,7 +462,8 @@ async fn hooks_list(
     let allowlist = config.allowlist.clone();
     let quiet: agent_loop::Sink = Arc::new(|_: &AgentEvent| {});
     let signals = Signals::install();
-    let host = match start_host(specs, config, options, quiet, &signals).await {
+    let fresh = hooks_core::Carried::default();
+    let host = match start_host(specs, config, &fresh, options, quiet, &signals).await {
         Ok(host) => host,
         Err(code) => return code,
     };
@@ -742,7 +762,8 @@ async fn hooks_call(
     let stdout = renderer.stdout();
     let sink = renderer.into_sink();
     let signals = Signals::install();
-    let mut host = match start_host(specs, config, options, sink, &signals).await {
+    let fresh = hooks_core::Carried::default();
+    let mut host = match start_host(specs, config, &fresh, options, sink, &signals).await {
         Ok(host) => host,
         Err(code) => {
             stdout.finish(OUTPUT_DRAIN);

@@ -472,6 +472,9 @@ pub(crate) fn server_down_text(event: &Event) -> String {
         hooks_core::DownCause::Killed => "killed after two hook timeouts in a row".to_owned(),
         hooks_core::DownCause::Crashed(why) => format!("exited ({why})"),
         hooks_core::DownCause::StartFailed(why) => format!("failed to start ({why})"),
+        hooks_core::DownCause::BeforeResume => {
+            "is not started: it failed too often before this session was resumed".to_owned()
+        }
     };
     let next = if retry_at.is_some() {
         "it will be restarted when next needed"

@@ -197,6 +197,26 @@ pub(crate) enum ConfigProblem {
     /// A saved session that cannot be read at all.
     #[error(transparent)]
     Transcript(agent_loop::transcript::ReadError),
+    /// `--resume ID` or `--continue` of a session another process has open.
+    #[error(
+        "{flag}: session {id} is in use: another sprout process (`sprout run`, `sprout chat` or `sprout acp`) has it open; wait until that one ends, or start a new session without {flag} (`sprout sessions` shows which are in use)"
+    )]
+    SessionInUse {
+        /// `--resume` or `--continue`.
+        flag: &'static str,
+        /// The session.
+        id: String,
+    },
+    /// A saved session's lock cannot be taken (not because it is in use).
+    #[error("cannot lock session {id} ({}): {source}", path.display())]
+    LockSession {
+        /// The session.
+        id: String,
+        /// Its transcript.
+        path: PathBuf,
+        /// What the system said.
+        source: std::io::Error,
+    },
     /// The sessions directory cannot be listed.
     #[error("cannot list the saved sessions in {}: {source}", dir.display())]
     ListSessions {

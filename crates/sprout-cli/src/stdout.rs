@@ -84,8 +84,17 @@ enum Stream {
     Err,
 }
 
+/// Writes text somewhere else than the stream: a line editor's external
+/// printer, which puts it above the input line and draws the line again.
+/// `false`: it could not, and the text goes to the stream after all.
+pub(crate) type Printer = Box<dyn FnMut(String) -> bool + Send>;
+
 struct Shared {
     stream: Stream,
+    /// While set, each batch of log lines goes through it (standard error
+    /// only). Taken out for each batch under a short lock, so setting it
+    /// never waits on a print.
+    printer: Mutex<Option<Arc<Mutex<Printer>>>>,
     state: Mutex<State>,
     /// Signalled when items are queued, room is made, or the thread ends.
     changed: Condvar,
@@ -143,6 +152,7 @@ impl Stdout {
     ) -> Stdout {
         let shared = Arc::new(Shared {
             stream,
+            printer: Mutex::new(None),
             state: Mutex::new(State::default()),
             changed: Condvar::new(),
             max_bytes,
@@ -159,6 +169,18 @@ impl Stdout {
             state.done = true;
         }
         Stdout { shared }
+    }
+
+    /// Sends the log lines written from now on through `printer`
+    /// (`sprout chat`, while its input line is up, so a line that comes
+    /// then does not run into what is being typed), or, with `None`, to
+    /// standard error again.
+    pub(crate) fn print_through(&self, printer: Option<Printer>) {
+        *self
+            .shared
+            .printer
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = printer.map(|p| Arc::new(Mutex::new(p)));
     }
 
     /// Queues `item`, waiting at most the stall bound for room, once.
@@ -281,8 +303,24 @@ fn write_loop(shared: &Shared, out: impl Write) {
             report_dropped(dropped, shared.stall);
         }
         if shared.stream == Stream::Err {
+            let printer = shared
+                .printer
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone();
+            let printed = printer.is_some_and(|printer| {
+                let text: String = batch
+                    .iter()
+                    .filter_map(|item| match item {
+                        Item::Text(text) => Some(text.as_str()),
+                        Item::Spinner(_) => None,
+                    })
+                    .collect();
+                let mut print = printer.lock().unwrap_or_else(|e| e.into_inner());
+                text.is_empty() || (*print)(text)
+            });
             // Log lines: all of the batch with the spinner hidden once.
-            if !broken {
+            if !broken && !printed {
                 let write = |out: &mut std::io::BufWriter<_>| {
                     batch.iter().try_for_each(|item| match item {
                         Item::Text(text) => out.write_all(text.as_bytes()),

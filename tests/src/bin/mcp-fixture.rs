@@ -10,7 +10,7 @@
 //!             [--script HOOK=SCRIPT]... [--schema HOOK=FIELD,FIELD]...
 //!             [--strict-schema]
 //! mcp-fixture --hostile MODE [--tools echo] [--log FILE] [--grandchild]
-//!             [--ignore-sigterm]
+//!             [--ignore-sigterm] [--flood-when FILE]
 //! ```
 //!
 //! `--hostile` speaks JSON-RPC by hand, to misbehave as no SDK would let it.
@@ -26,6 +26,8 @@
 //! ```
 //!
 //! `--ignore-sigterm` makes SIGTERM do nothing (only SIGKILL ends it).
+//! `--flood-when FILE` holds `ping-flood`'s flood until FILE exists, so a
+//! test says when it begins.
 //!
 //! A SCRIPT is a comma-separated list of steps; call number i of a hook runs
 //! step i, and the last step repeats (with `--cycle`, the script starts over). With `--log`, calls are counted across
@@ -87,6 +89,8 @@ struct Options {
     hostile: Option<String>,
     /// SIGTERM does nothing.
     ignore_sigterm: bool,
+    /// `ping-flood` waits for this file before it floods.
+    flood_when: Option<PathBuf>,
     /// Scripts of other hooks, by hook name.
     scripts: Vec<(String, Vec<String>)>,
     /// Input schema properties, by hook name.
@@ -144,6 +148,7 @@ fn parse(args: &[String]) -> Result<Options, String> {
             "--env-out" => o.env_out = Some(PathBuf::from(value()?)),
             "--hostile" => o.hostile = Some(value()?),
             "--ignore-sigterm" => o.ignore_sigterm = true,
+            "--flood-when" => o.flood_when = Some(PathBuf::from(value()?)),
             "--strict-schema" => o.strict_schema = true,
             "--script" | "--schema" => {
                 let value = value()?;
@@ -347,6 +352,11 @@ fn hostile(mode: &str, options: &Options, log: &Log) {
                     }
                 }
                 "ping-flood" => {
+                    if let Some(trigger) = &options.flood_when {
+                        while !trigger.exists() {
+                            std::thread::sleep(Duration::from_millis(10));
+                        }
+                    }
                     for n in 0u64.. {
                         send(
                             &mut out,

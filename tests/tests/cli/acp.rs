@@ -1093,3 +1093,104 @@ fn a_saved_session_is_loaded_by_another_process() {
     );
     assert!(second.finish().success());
 }
+
+// A session is open in one process at a time [issue 14]: while one `sprout
+// acp` has a session open, another's `session/load` of it is answered at
+// once with a JSON-RPC error naming it, and `sprout run --resume` of it
+// exits 2; once the first has closed it, the second loads it, and loading
+// it again there is refused as open already.
+#[test]
+fn a_session_open_elsewhere_is_refused() {
+    let scratch = Scratch::new("acp-lock");
+    let fake = FakeOpenAi::start(vec![(Duration::ZERO, end("first answer"))]);
+    let env = fake_env(&fake, &[]);
+    let mut first = AcpClient::start(&scratch, &refs(&env));
+    first.initialize();
+    let session = first.new_session(&scratch.0, json!([]));
+    let id = first.prompt(&session, "first prompt");
+    let response = first.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+
+    let mut second = AcpClient::start(&scratch, &refs(&env));
+    second.initialize();
+    let load = json!({"sessionId": session, "cwd": scratch.0, "mcpServers": []});
+    let refused = second.call("session/load", load.clone());
+    let error = refused["error"].to_string();
+    assert!(
+        error.contains(&format!("session \\\"{session}\\\" is in use")),
+        "{refused}"
+    );
+    let out =
+        crate::support::run_sprout(&["run", "x", "--resume", &session], &refs(&env), &scratch.0);
+    assert_eq!(out.status.code(), Some(2));
+    assert!(
+        crate::support::text(&out.stderr)
+            .contains(&format!("--resume: session {session} is in use")),
+        "{}",
+        crate::support::text(&out.stderr)
+    );
+    assert!(first.finish().success());
+
+    let loaded = second.call("session/load", load.clone());
+    assert!(loaded["result"].is_object(), "{loaded}");
+    let again = second.call("session/load", load);
+    assert!(
+        again["error"].to_string().contains("is open already"),
+        "{again}"
+    );
+    assert!(second.finish().success());
+}
+
+// [T4] over ACP: a client's server that crashes in `_SessionStart` in every
+// process uses its three failures over three `sprout acp` processes of one
+// session (new, then loaded twice); the fourth load does not start it, does
+// not offer its tool, and tells the client why.
+#[test]
+fn a_loaded_session_keeps_its_server_failures() {
+    let scratch = Scratch::new("acp-failures");
+    let log = scratch.path("crashy.log");
+    let crashy = fixture_server(
+        "crashy",
+        &[
+            "--tools",
+            "work",
+            "--hooks",
+            "_SessionStart",
+            "--script",
+            "_SessionStart=exit",
+            "--log",
+            &log,
+        ],
+    );
+    let fake = FakeOpenAi::start((0..4).map(|_| (Duration::ZERO, end("ok"))).collect());
+    let env = fake_env(&fake, &[("MCP_HOOK_SERVERS", "*")]);
+    let mut session = String::new();
+    for run in 0..4 {
+        let mut client = AcpClient::start(&scratch, &refs(&env));
+        client.initialize();
+        if run == 0 {
+            session = client.new_session(&scratch.0, json!([crashy]));
+        } else {
+            let loaded = client.call(
+                "session/load",
+                json!({"sessionId": session, "cwd": scratch.0, "mcpServers": [crashy]}),
+            );
+            assert!(loaded["result"].is_object(), "run {run}: {loaded}");
+        }
+        let id = client.prompt(&session, "go");
+        let response = client.response(json!(id), Duration::from_secs(30));
+        assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+        let starts = sprout_tests::log_events(&log, "start").len();
+        assert_eq!(starts, (run + 1).min(3), "run {run}");
+        let told = client.updates.iter().any(|u| {
+            u.to_string()
+                .contains("failed too often before this session was resumed")
+        });
+        assert_eq!(told, run == 3, "run {run}: {:#?}", client.updates);
+        assert!(client.finish().success());
+    }
+    let requests = fake.requests.lock().unwrap();
+    let tools = |i: usize| requests[i]["tools"].to_string();
+    assert!(tools(0).contains("crashy__work"), "{}", tools(0));
+    assert!(!tools(3).contains("crashy__work"), "{}", tools(3));
+}

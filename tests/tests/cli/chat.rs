@@ -75,3 +75,39 @@ fn prompts_share_a_session_and_ctrl_c_cancels_then_leaves() {
         "Ctrl-C at the input line leaves with 0: {status:?}"
     );
 }
+
+// A log line that comes while the input line is up (here: a server found
+// wedged, flooding while nobody asked it anything) is written above the
+// line, which is drawn again after it, not into what is being typed.
+#[test]
+fn a_log_line_at_the_input_line_does_not_run_into_it() {
+    let scratch = Scratch::new("chat-printer");
+    let trigger = scratch.path("flood-now");
+    let config = mcp_config(
+        &scratch,
+        &[(
+            "flood",
+            vec!["--hostile", "ping-flood", "--flood-when", &trigger],
+        )],
+    );
+    let fake = FakeOpenAi::start(vec![]);
+    let fake_env = fake.env();
+    let env: Vec<(&str, &str)> = fake_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let mut command = sprout_command(&["chat", "--mcp-config", &config], &env, &scratch.0);
+    command.stdin(std::process::Stdio::inherit());
+    let mut chat = spawn_command(command, Some(60_000)).expect("sprout chat starts in a pty");
+    chat.exp_string("sprout> ").expect("the input line");
+    chat.send("half a li").unwrap();
+    chat.flush().unwrap();
+    chat.exp_string("half a li").expect("the typing is echoed");
+    std::fs::write(&trigger, "").unwrap();
+    chat.exp_string("MCP server wedged")
+        .expect("the log line is shown");
+    // Drawn again after the log line, with what was typed so far.
+    chat.exp_string("sprout> half a li")
+        .expect("the input line is drawn again below the log line");
+    chat.send_control('c').unwrap();
+    chat.exp_eof().expect("Ctrl-C at the input line leaves");
+    let status = chat.process().wait().expect("sprout chat exits");
+    assert!(matches!(status, WaitStatus::Exited(_, 0)), "{status:?}");
+}

@@ -3,6 +3,7 @@
 //! up with its history and its `_Stop` budget; a SIGKILL at any point
 //! leaves a transcript that resumes whole; `sprout sessions` lists them.
 
+use std::io::Write as _;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
@@ -411,4 +412,317 @@ fn no_save_and_bad_values() {
     assert_eq!(out.status.code(), Some(2), "they conflict");
     let listed = assert_ok(&run_sprout(&["sessions"], &[], &scratch.0));
     assert!(listed.starts_with("no saved sessions in "), "{listed}");
+}
+
+/// The names of the tools a Chat Completions request offered.
+fn offered_tools(request: &Value) -> Vec<String> {
+    request["tools"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .map(|t| {
+            t["function"]["name"]
+                .as_str()
+                .unwrap_or_default()
+                .to_owned()
+        })
+        .collect()
+}
+
+// [T4]: a server's failures survive the resume. `crashy` exits during its
+// `_SessionStart` call, once in every process: a new session and two
+// `--continue`s use its three failures (counted 1, 2, 3 of 3, so the count
+// goes on from the transcript), and the fourth process does not start it,
+// does not offer its tool and says why once, while `steady` works
+// throughout and `fresh`, configured only for the fourth, starts with no
+// failures.
+#[test]
+fn server_failures_survive_a_resume() {
+    let scratch = Scratch::new("sessions-failures");
+    let crashy_log = scratch.path("crashy.log");
+    let fresh_log = scratch.path("fresh.log");
+    let crashy = vec![
+        "--tools",
+        "work",
+        "--hooks",
+        "_SessionStart",
+        "--script",
+        "_SessionStart=exit",
+        "--log",
+        &crashy_log,
+    ];
+    let steady = vec!["--tools", "work", "--hooks", "_Stop", "--stop", "empty"];
+    let config = mcp_config(
+        &scratch,
+        &[("crashy", crashy.clone()), ("steady", steady.clone())],
+    );
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, end("one")),
+        (Duration::ZERO, end("two")),
+        (Duration::ZERO, end("three")),
+        (Duration::ZERO, end("four")),
+    ]);
+    let fake_env = fake.env();
+    let env = env_with(&fake_env, &[("MCP_HOOK_SERVERS", "*")]);
+    for (run, more) in [(1, None), (2, Some("--continue")), (3, Some("--continue"))] {
+        let mut args = vec!["run", "go", "--mcp-config", &config];
+        args.extend(more);
+        let out = run_sprout(&args, &env, &scratch.0);
+        let stdout = assert_ok(&out);
+        let next = if run < 3 {
+            "it will be restarted when next needed"
+        } else {
+            "it stays off for this session"
+        };
+        let down = "server crashy exited (";
+        let count = format!("failure {run} of 3, {next}");
+        assert!(
+            stdout
+                .lines()
+                .any(|l| l.contains(down) && l.contains(&count)),
+            "run {run}: {stdout}"
+        );
+        assert_eq!(
+            sprout_tests::log_events(&crashy_log, "start").len(),
+            run,
+            "one start in each run"
+        );
+    }
+    let files = transcripts(&scratch.0);
+    assert_eq!(files.len(), 1, "{files:?}");
+    let saved = agent_loop::transcript::read(&files[0]).unwrap();
+    let failures: Vec<(String, u32)> = saved
+        .carried
+        .failures
+        .iter()
+        .map(|(name, n)| (name.to_string(), *n))
+        .collect();
+    assert_eq!(failures, [("crashy".to_owned(), 3)]);
+
+    let config = mcp_config(
+        &scratch,
+        &[
+            ("crashy", crashy),
+            ("steady", steady),
+            ("fresh", vec!["--tools", "work", "--log", &fresh_log]),
+        ],
+    );
+    let out = run_sprout(
+        &["run", "go", "--continue", "--mcp-config", &config],
+        &env,
+        &scratch.0,
+    );
+    let stdout = assert_ok(&out);
+    let stderr = text(&out.stderr);
+    let said = "server crashy is not started: it failed too often before this session was resumed; failure 3 of 3, it stays off for this session";
+    assert_eq!(stdout.matches(said).count(), 1, "{stdout}");
+    assert_eq!(stdout.matches("crashy").count(), 1, "told once: {stdout}");
+    assert!(!stderr.contains("crashy"), "{stderr}");
+    assert_eq!(
+        sprout_tests::log_events(&crashy_log, "start").len(),
+        3,
+        "not started again"
+    );
+    assert_eq!(sprout_tests::log_events(&fresh_log, "start").len(), 1);
+    assert!(stdout.contains("four"), "{stdout}");
+    let requests = fake.requests.lock().unwrap();
+    assert_eq!(requests.len(), 4);
+    assert_eq!(
+        offered_tools(&requests[2]),
+        ["steady__work"],
+        "crashy was down"
+    );
+    let mut offered = offered_tools(&requests[3]);
+    offered.sort();
+    assert_eq!(offered, ["fresh__work", "steady__work"]);
+}
+
+/// `sprout sessions --json` in `dir`, parsed.
+fn listed(dir: &Path) -> Value {
+    let out = run_sprout(&["sessions", "--json"], &[], dir);
+    serde_json::from_str(&assert_ok(&out)).unwrap()
+}
+
+/// Polls `sprout sessions --json` until session `id` is in use as `want`
+/// (within 30 s), and returns its entry.
+fn wait_in_use(dir: &Path, id: &str, want: bool, child: &mut std::process::Child) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let json = listed(dir);
+        let entry = json["sessions"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|s| s["id"] == id)
+            .cloned();
+        if let Some(entry) = entry
+            && entry["in_use"] == want
+        {
+            return entry;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "session {id} never in use {want}: {json}"
+        );
+        assert!(child.try_wait().unwrap().is_none(), "sprout ended early");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// The id of the newest transcript in `dir`, polled for (within 30 s).
+fn wait_for_session(dir: &Path) -> String {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(path) = transcripts(dir).pop() {
+            return path.file_stem().unwrap().to_str().unwrap().to_owned();
+        }
+        assert!(Instant::now() < deadline, "no transcript was written");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+// A session is open in one process at a time: while `sprout run` writes a
+// session (a new one, then one it resumed), `--resume` and `--continue`
+// of it in another process exit 2 naming the session and what to do, and
+// append nothing; `sprout sessions` lists it as in use, its prompt as
+// running. A SIGKILL leaves no stale lock: the session is free again.
+#[test]
+fn a_session_is_open_in_one_process_at_a_time() {
+    let scratch = Scratch::new("sessions-lock");
+    let slow = Duration::from_secs(120);
+    let fake = FakeOpenAi::start(vec![
+        (slow, end("never seen")),
+        (slow, end("never seen either")),
+        (Duration::ZERO, end("resumed")),
+    ]);
+    let fake_env = fake.env();
+    let env = env_with(&fake_env, &[]);
+    let spawn = |args: &[&str]| {
+        sprout_command(args, &env, &scratch.0)
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let mut writer = spawn(&["run", "a long one"]);
+    let id = wait_for_session(&scratch.0);
+    for (requests, round) in [(1, "new"), (2, "resumed")] {
+        let entry = wait_in_use(&scratch.0, &id, true, &mut writer);
+        // The writer waits on the model from its request on: it writes
+        // nothing more while the others try.
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while std::fs::read_to_string(&transcripts(&scratch.0)[0])
+            .unwrap()
+            .matches("\"event\":\"model_request\"")
+            .count()
+            < requests
+        {
+            assert!(Instant::now() < deadline, "{round}: no model request");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        assert_eq!(entry["last_stop"], Value::Null, "{round}: {entry}");
+        let table = assert_ok(&run_sprout(&["sessions"], &[], &scratch.0));
+        let row = table.lines().find(|l| l.starts_with(&id)).unwrap();
+        assert!(
+            row.contains("running") && row.contains(" yes "),
+            "{round}: {row}"
+        );
+        let before = std::fs::read(&transcripts(&scratch.0)[0]).unwrap();
+        for flag in ["--resume", "--continue"] {
+            let mut args = vec!["run", "me too", flag];
+            if flag == "--resume" {
+                args.push(&id);
+            }
+            let out = run_sprout(&args, &env, &scratch.0);
+            let stderr = text(&out.stderr);
+            assert_eq!(out.status.code(), Some(2), "{round} {flag}: {stderr}");
+            assert!(
+                stderr.contains(&format!("{flag}: session {id} is in use"))
+                    && stderr.contains("without"),
+                "{round} {flag}: {stderr}"
+            );
+        }
+        let after = std::fs::read(&transcripts(&scratch.0)[0]).unwrap();
+        assert!(
+            after == before,
+            "{round}: the refused ones wrote nothing, cut nothing"
+        );
+        writer.kill().unwrap();
+        writer.wait().unwrap();
+        if round == "new" {
+            writer = spawn(&["run", "another long one", "--resume", &id]);
+        }
+    }
+    let entry = listed(&scratch.0)["sessions"][0].clone();
+    assert_eq!(entry["in_use"], false, "{entry}");
+    assert_eq!(entry["last_stop"], Value::Null, "interrupted: {entry}");
+    let out = run_sprout(&["run", "go on", "--resume", &id], &env, &scratch.0);
+    assert!(assert_ok(&out).contains("resumed"));
+    let saved = agent_loop::transcript::read(&transcripts(&scratch.0)[0]).unwrap();
+    assert_eq!(saved.prompts, 3);
+}
+
+// `sprout sessions` reads a large transcript's first line and its end
+// only (agent-loop's unit test counts the bytes), and lists it as reading
+// it whole would: prompts, messages and last stop, after a run with large
+// tool results and a `--continue`; with its last line torn, the same, and
+// a warning naming the file and line.
+#[test]
+fn a_large_transcript_is_listed_right() {
+    let scratch = Scratch::new("sessions-large");
+    let config = mcp_config(
+        &scratch,
+        &[("big", vec!["--tools", "work", "--tool-bytes", "60000"])],
+    );
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, tool("c1", "big__work")),
+        (Duration::ZERO, tool("c2", "big__work")),
+        (Duration::ZERO, tool("c3", "big__work")),
+        (Duration::ZERO, end("done")),
+        (Duration::ZERO, end("again")),
+    ]);
+    let fake_env = fake.env();
+    let env = env_with(&fake_env, &[]);
+    assert_ok(&run_sprout(
+        &["run", "work", "--mcp-config", &config],
+        &env,
+        &scratch.0,
+    ));
+    assert_ok(&run_sprout(
+        &["run", "more", "--continue", "--mcp-config", &config],
+        &env,
+        &scratch.0,
+    ));
+    let path = transcripts(&scratch.0).pop().unwrap();
+    let len = std::fs::metadata(&path).unwrap().len();
+    let ends =
+        agent_loop::transcript::SUMMARY_HEAD_BYTES + agent_loop::transcript::SUMMARY_TAIL_BYTES;
+    assert!(len > 2 * ends, "{len} bytes: not large");
+    let whole = agent_loop::transcript::read(&path).unwrap();
+    assert_eq!(whole.prompts, 2);
+    let check = |what: &str| {
+        let out = run_sprout(&["sessions", "--json"], &[], &scratch.0);
+        let json: Value = serde_json::from_str(&assert_ok(&out)).unwrap();
+        let entry = &json["sessions"][0];
+        assert_eq!(entry["prompts"], 2, "{what}: {entry}");
+        assert_eq!(entry["messages"], whole.history.len(), "{what}: {entry}");
+        assert_eq!(entry["last_stop"], "hooks_off", "{what}: {entry}");
+        assert_eq!(entry["last_active"], whole.last_active.as_str(), "{what}");
+        text(&out.stderr)
+    };
+    assert_eq!(check("whole"), "");
+    let lines = std::fs::read_to_string(&path).unwrap().lines().count();
+    std::fs::OpenOptions::new()
+        .append(true)
+        .open(&path)
+        .unwrap()
+        .write_all(b"{\"record\":\"message\",\"mess")
+        .unwrap();
+    let stderr = check("torn");
+    let warning = format!(
+        "{}: line {}: the last line is cut short",
+        path.display(),
+        lines + 1
+    );
+    assert!(stderr.contains(&warning), "{stderr}");
 }

@@ -4,7 +4,9 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::{FakeOpenAi, Scratch, end, run_sprout, streamed_end, text};
+use crate::support::{
+    FakeOpenAi, Scratch, assert_ok, end, run_sprout, streamed_cut, streamed_end, text,
+};
 
 /// `sprout run` against a fake that streams `pieces`; stdout and the
 /// requests the fake got.
@@ -80,4 +82,49 @@ fn streaming_can_be_turned_off() {
     let (stdout, requests) = run_with(&[], end("whole"), &[("SPROUT_AGENT_STREAM", "off")]);
     assert_ne!(requests[0]["stream"], true, "{}", requests[0]);
     assert!(stdout.contains("assistant: whole\n"), "{stdout}");
+}
+
+// A stream cut after its text was shown: the person sees the text and why
+// the prompt failed, and the text stays in the session's history, marked
+// as cut, so `--continue` sends it to the model as what it had said.
+#[test]
+fn a_cut_answer_stays_in_the_history_marked() {
+    let scratch = Scratch::new("streaming-cut");
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, streamed_cut(&["Half an ", "answer"])),
+        (Duration::ZERO, end("the rest")),
+    ]);
+    let fake_env = fake.env();
+    let env: Vec<(&str, &str)> = fake_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = run_sprout(&["run", "say a lot"], &env, &scratch.0);
+    let stdout = text(&out.stdout);
+    assert_eq!(
+        out.status.code(),
+        Some(1),
+        "{stdout}\n{}",
+        text(&out.stderr)
+    );
+    assert!(stdout.contains("assistant: Half an answer"), "{stdout}");
+    assert!(
+        stdout.contains("the stream ended before the answer was complete"),
+        "{stdout}"
+    );
+    assert_ok(&run_sprout(
+        &["run", "go on", "--continue"],
+        &env,
+        &scratch.0,
+    ));
+    let requests = fake.requests.lock().unwrap();
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let kept = &messages[messages.len() - 2];
+    assert_eq!(kept["role"], "assistant", "{messages:#?}");
+    let kept = kept["content"].as_str().unwrap();
+    assert!(
+        kept.starts_with(&format!(
+            "Half an answer\n\n[{}: the model's answer failed: ",
+            agent_loop::CUT_MARK
+        )),
+        "{kept}"
+    );
+    assert_eq!(messages.last().unwrap()["content"], "go on");
 }

@@ -151,12 +151,21 @@ pub(crate) fn streamed_end(pieces: &[&str]) -> Value {
     json!({"sse_pieces": pieces})
 }
 
-/// The server-sent events of a [`streamed_end`] answer.
-fn sse_body(pieces: &Value) -> String {
+/// An answer whose stream of `pieces` ends before the answer does (no
+/// finish_reason, no `[DONE]`): the connection closes midway.
+pub(crate) fn streamed_cut(pieces: &[&str]) -> Value {
+    json!({"sse_pieces": pieces, "sse_cut": true})
+}
+
+/// The server-sent events of a [`streamed_end`] (or [`streamed_cut`]) answer.
+fn sse_body(pieces: &Value, cut: bool) -> String {
     let mut body = String::new();
     for piece in pieces.as_array().into_iter().flatten() {
         let chunk = json!({"choices": [{"index": 0, "delta": {"content": piece}}]});
         body.push_str(&format!("data: {chunk}\n\n"));
+    }
+    if cut {
+        return body;
     }
     let last = json!({"choices": [{"index": 0, "delta": {}, "finish_reason": "stop"}]});
     body.push_str(&format!("data: {last}\n\ndata: [DONE]\n\n"));
@@ -195,7 +204,7 @@ impl FakeOpenAi {
                     match answer.get("sse_pieces") {
                         Some(pieces) => (
                             [(axum::http::header::CONTENT_TYPE, "text/event-stream")],
-                            sse_body(pieces),
+                            sse_body(pieces, answer.get("sse_cut").is_some()),
                         )
                             .into_response(),
                         None => (axum::http::StatusCode::OK, answer.to_string()).into_response(),

@@ -399,6 +399,50 @@ async fn a_stream_cut_midway_is_an_error_and_not_retried() {
     }
 }
 
+// The text of an answer cut off after the person saw it stays in the
+// history (and so in the next request), as the model's message marked as
+// cut with why; the tool calls it had begun are not kept (they never ran),
+// and every call still has its result.
+#[tokio::test]
+async fn a_cut_answer_keeps_the_text_that_was_shown() {
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        let turn = looking();
+        let events = turn.events(provider);
+        let text = sse(provider, &events[..5], false);
+        let api = FakeApi::start_replies(vec![Reply::Stream(split(&text), StreamEnd::Close)]).await;
+        let model = provider_model(provider, &api.url, stream_settings());
+        let deltas = Arc::new(Mutex::new(String::new()));
+        let seen = deltas.clone();
+        let sink: agent_loop::Sink = Arc::new(move |event: &AgentEvent| {
+            if let AgentEvent::TextDelta { text } = event {
+                seen.lock().unwrap().push_str(text);
+            }
+        });
+        let gateway = FakeGateway::new(vec![], Some("*"), 3);
+        let mut agent = Agent::new(model, gateway, AgentSettings::default(), sink);
+        let outcome =
+            tokio::time::timeout(BOUND, agent.run_prompt("go", &CancellationToken::new()))
+                .await
+                .expect("the prompt outlived its bound");
+        assert_eq!(outcome.reason, EndReason::Failed, "{provider:?}");
+        let shown = deltas.lock().unwrap().clone();
+        assert!(!shown.is_empty(), "{provider:?}");
+        let history = agent.history();
+        assert_eq!(history.len(), 2, "{provider:?}: {history:?}");
+        let Message::Assistant { text, tool_calls } = &history[1] else {
+            panic!("{provider:?}: {history:?}");
+        };
+        assert!(tool_calls.is_empty(), "{provider:?}");
+        let mark = format!(
+            "{shown}\n\n[{}: the model's answer failed: ",
+            agent_loop::CUT_MARK
+        );
+        assert!(text.starts_with(&mark), "{provider:?}: {text}");
+        agent_loop::check_pairing(history).unwrap();
+        api.stop();
+    }
+}
+
 // Without a sink (a summary request: nobody sees its pieces) a stream cut
 // midway is retried like any failure, and the retry's answer is the answer.
 #[tokio::test]
@@ -620,6 +664,20 @@ async fn cancelling_during_a_stream_stops_reading_at_once() {
             .expect("the prompt outlived its bound");
         assert_eq!(outcome.reason, EndReason::Cancelled, "{provider:?}");
         assert_eq!(*deltas.lock().unwrap(), done().pieces()[..1]);
+        // What was shown stays, marked as cut.
+        let kept = format!(
+            "{}\n\n[{}: the prompt was cancelled]",
+            done().pieces()[0],
+            agent_loop::CUT_MARK
+        );
+        assert_eq!(
+            agent.history().last(),
+            Some(&Message::Assistant {
+                text: kept,
+                tool_calls: vec![]
+            }),
+            "{provider:?}"
+        );
         let dropped = tokio::time::timeout(BOUND, api.dropped.recv()).await;
         assert!(
             matches!(dropped, Ok(Some(()))),

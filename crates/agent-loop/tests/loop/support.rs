@@ -189,7 +189,7 @@ impl Gateway for FakeGateway {
         Some(self.session.carried())
     }
 
-    fn restore(&mut self, carried: hooks_core::Carried) -> Result<(), UsageError> {
+    fn restore(&mut self, carried: &hooks_core::Carried) -> Result<(), UsageError> {
         self.session.restore(carried)
     }
 
@@ -670,10 +670,15 @@ impl agent_loop::transcript::SessionObserver for Records {
         });
     }
 
-    fn carried(&mut self, carried: hooks_core::Carried) {
+    fn carried(&mut self, carried: &hooks_core::Carried) {
         self.push(agent_loop::transcript::Record::Policy {
             budget_used: carried.budget_used,
             rounds: carried.rounds,
+            failures: carried
+                .failures
+                .iter()
+                .map(|(name, n)| (name.as_str().to_owned(), *n))
+                .collect(),
         });
     }
 
@@ -682,6 +687,7 @@ impl agent_loop::transcript::SessionObserver for Records {
             reason: outcome.reason.as_str().to_owned(),
             detail: outcome.detail.clone(),
             rounds: outcome.rounds,
+            session: None,
         });
     }
 }

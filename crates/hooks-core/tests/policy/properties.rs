@@ -143,3 +143,58 @@ proptest! {
         }
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// A session continued from what another carried \[T4\], \[S3\]: whatever
+    /// the first one went through, the continuation (built with
+    /// `Session::resume` on the same settings and servers) carries exactly
+    /// the same on; every server the first retired is retired from the
+    /// start, never started and reported once; every other server is
+    /// started once, with its failures counted, so it has only what is left
+    /// of the limit.
+    #[test]
+    fn a_resumed_session_carries_on_the_failure_counts(world in world(), ops in schedule(1..60)) {
+        let mut driver = Driver::new(world.clone());
+        for op in &ops {
+            driver.apply(op);
+        }
+        let carried = driver.session().carried();
+        let first: Vec<ServerState> = (0..world.servers.len())
+            .map(|i| driver.session().server_state(ServerId(i)))
+            .collect();
+        let mut config = HookConfig::from_values(
+            world.allow.as_deref(),
+            Some(&world.timeout_ms.to_string()),
+            Some(&world.budget.to_string()),
+        )
+        .unwrap();
+        config.stop_budget_scope = world.scope;
+        config.stop_decline_rule = world.decline;
+        let names: Vec<ServerName> = (0..world.servers.len())
+            .map(|i| ServerName::new(format!("s{i}")).unwrap())
+            .collect();
+        let mut resumed = Session::resume(config, names.clone(), &carried).unwrap();
+        prop_assert_eq!(resumed.carried(), carried.clone());
+        let mut started = Vec::new();
+        let mut reported = Vec::new();
+        while let Some(output) = resumed.poll_output() {
+            match output {
+                Output::StartServer { server } => started.push(server.0),
+                Output::Event(Event::ServerDown { server, cause: DownCause::BeforeResume, failures, retry_at: None }) => {
+                    prop_assert_eq!(failures, session::FAILURE_LIMIT);
+                    reported.push(names.iter().position(|n| *n == server).unwrap());
+                }
+                _ => {}
+            }
+        }
+        for (i, state) in first.iter().enumerate() {
+            let retired = *state == ServerState::Retired;
+            prop_assert_eq!(resumed.server_state(ServerId(i)) == ServerState::Retired, retired);
+            prop_assert_eq!(started.contains(&i), !retired, "server s{} started: {:?}", i, started);
+            prop_assert_eq!(reported.contains(&i), retired);
+        }
+        prop_assert_eq!(started.len() + reported.len(), first.len());
+    }
+}

@@ -1089,6 +1089,71 @@ fn t4_crashes_and_start_failures_count() {
     );
 }
 
+// [T4], [S3]: a session continued in another process (Session::resume)
+// keeps each server's failures, matched by name, before anything starts: a
+// server with 2 of 3 gets one more try, one at the limit is not started at
+// all (one event says why; its tools are not offered, it is neither called
+// nor left out, and wanting it restarts nothing), a new server starts with
+// none, and a carried server no longer configured changes nothing but is
+// carried on. Counts past the limit count as the limit.
+#[test]
+fn t4_a_resumed_session_keeps_its_failure_counts() {
+    check(
+        r"
+        servers a b c
+        allow *
+        carry 1 4 a=2 b=9 gone=1 c=0
+        carried
+        up a _Stop read
+        up c _Stop
+        tools
+        want b
+        prompt
+        model end_turn        # round 5: a and c; b is neither asked nor left out
+        exit a pipe closed    # a's third failure: it stays down
+        reply 2 empty
+        exit c pipe closed    # c's first
+        carried
+        tools
+        ",
+        expect![[r#"
+            [0ms] session
+              start a
+              starting a, attempt 1
+              server b down: at its limit before the resume, failures 3, retired for the session
+              start c
+              starting c, attempt 1
+            [0ms] carried
+              carried: budget used 1, rounds 4, failures a=2 b=3 gone=1
+            [0ms] up a _Stop read
+              server a up: 1 model tool(s), hooks [_Stop]
+            [0ms] up c _Stop
+              server c up: 0 model tool(s), hooks [_Stop]
+            [0ms] tools
+              model tools: a__read
+            [0ms] want b
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 a._Stop by 2500ms
+              call #2 c._Stop by 2500ms
+              round 5 _Stop: [a c] by 2500ms
+            [0ms] exit a pipe closed
+              hook a._Stop round 5: crashed after 0ms
+              server a down: crashed (pipe closed), failures 3, retired for the session
+            [0ms] reply 2 empty
+              hook c._Stop round 5: empty after 0ms
+              decided (round 5): prompt ended, no_objection
+              => end: no_objection
+            [0ms] exit c pipe closed
+              server c down: crashed (pipe closed), failures 1, retry from 250ms
+            [0ms] carried
+              carried: budget used 1, rounds 5, failures a=3 b=3 c=1 gone=1
+            [0ms] tools
+              model tools: 
+        "#]],
+    );
+}
+
 // [T5]: cancelling during a round cancels every call in flight and ends the
 // prompt at once; the next prompt works.
 #[test]

@@ -10,6 +10,8 @@
 //! timeout 2500           SPROUT_AGENT_HOOK_TIMEOUT_MS
 //! scope prompt           SPROUT_AGENT_STOP_BUDGET_SCOPE
 //! decline off            SPROUT_AGENT_STOP_DECLINE_RULE
+//! carry 1 4 a=2 gone=3   the session continues a saved one (Session::resume):
+//!                        budget used 1, 4 rounds, a failed twice, gone 3 times
 //! ```
 //!
 //! Commands, each fed at the current virtual time:
@@ -63,6 +65,7 @@ pub(crate) fn run(script: &str) -> String {
     let mut timeout: Option<String> = None;
     let mut scope: Option<String> = None;
     let mut decline: Option<String> = None;
+    let mut carry: Option<Carried> = None;
     let mut session: Option<Session> = None;
     let mut now = Time::ZERO;
     let mut out = String::new();
@@ -99,6 +102,10 @@ pub(crate) fn run(script: &str) -> String {
                 timeout = Some(rest.to_owned());
                 continue;
             }
+            ("carry", None) => {
+                carry = Some(carried(&words));
+                continue;
+            }
             _ => {}
         }
         let s = session.get_or_insert_with(|| {
@@ -106,7 +113,10 @@ pub(crate) fn run(script: &str) -> String {
                 HookConfig::from_values(allow.as_deref(), timeout.as_deref(), budget.as_deref())
                     .and_then(|c| c.with_stop_governance(scope.as_deref(), decline.as_deref()))
                     .unwrap();
-            let mut s = Session::new(config, servers.clone()).unwrap();
+            let mut s = match &carry {
+                Some(carried) => Session::resume(config, servers.clone(), carried).unwrap(),
+                None => Session::new(config, servers.clone()).unwrap(),
+            };
             writeln!(out, "[{now}] session").unwrap();
             drain(&mut s, &mut out);
             s
@@ -236,19 +246,26 @@ pub(crate) fn run(script: &str) -> String {
                 None
             }
             "restore" => {
-                let carried = Carried {
-                    budget_used: words[0].parse().unwrap(),
-                    rounds: words[1].parse().unwrap(),
-                };
-                usage(s.restore(carried), &mut out);
+                usage(s.restore(&carried(&words)), &mut out);
                 None
             }
             "carried" => {
                 let c = s.carried();
+                let failures: Vec<String> = c
+                    .failures
+                    .iter()
+                    .map(|(name, n)| format!(" {name}={n}"))
+                    .collect();
                 writeln!(
                     out,
-                    "  carried: budget used {}, rounds {}",
-                    c.budget_used, c.rounds
+                    "  carried: budget used {}, rounds {}{}",
+                    c.budget_used,
+                    c.rounds,
+                    if failures.is_empty() {
+                        String::new()
+                    } else {
+                        format!(", failures{}", failures.concat())
+                    }
                 )
                 .unwrap();
                 None
@@ -280,6 +297,21 @@ pub(crate) fn run(script: &str) -> String {
         }
     }
     out
+}
+
+/// `BUDGET ROUNDS [SERVER=FAILURES]...`: what a saved session carries.
+fn carried(words: &[&str]) -> Carried {
+    Carried {
+        budget_used: words[0].parse().unwrap(),
+        rounds: words[1].parse().unwrap(),
+        failures: words[2..]
+            .iter()
+            .map(|w| {
+                let (name, n) = w.split_once('=').unwrap();
+                (ServerName::new(name).unwrap(), n.parse().unwrap())
+            })
+            .collect(),
+    }
 }
 
 /// `name` or `name:MS`: a server, with its own hook timeout \[C4\].
@@ -532,6 +564,7 @@ fn render_event(event: &Event) -> String {
                 DownCause::Killed => "killed".to_owned(),
                 DownCause::Crashed(why) => format!("crashed ({why})"),
                 DownCause::StartFailed(why) => format!("start failed ({why})"),
+                DownCause::BeforeResume => "at its limit before the resume".to_owned(),
             };
             let next = match retry_at {
                 Some(t) => format!("retry from {t}"),

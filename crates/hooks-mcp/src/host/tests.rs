@@ -62,6 +62,11 @@ impl Fixture {
     /// `_Stop` hook that follows its script, then hangs; the script is shared
     /// by the server's restarts.
     async fn start(servers: &[(&str, Vec<Act>)]) -> Fixture {
+        Fixture::resume(servers, &hooks_core::Carried::default()).await
+    }
+
+    /// As [`Fixture::start`], continuing a session that carried `carried`.
+    async fn resume(servers: &[(&str, Vec<Act>)], carried: &hooks_core::Carried) -> Fixture {
         let t0 = Instant::now();
         let (tx, seen) = mpsc::unbounded_channel();
         let scripts: BTreeMap<String, Arc<Mutex<VecDeque<Act>>>> = servers
@@ -88,9 +93,16 @@ impl Fixture {
         let timeout = HOOK_TIMEOUT_MS.to_string();
         let config = HookConfig::from_values(Some("*"), Some(&timeout), None).unwrap();
         let connector = Connector::InProcess(Arc::new(make));
-        let host = Host::start_with(specs, config, HostOptions::default(), sink, connector)
-            .await
-            .unwrap();
+        let host = Host::start_with(
+            specs,
+            config,
+            carried,
+            HostOptions::default(),
+            sink,
+            connector,
+        )
+        .await
+        .unwrap();
         Fixture {
             host,
             t0,
@@ -436,6 +448,63 @@ async fn t3_t4_second_timeout_kills_restarts_back_off_and_retire() {
 // decision comes at exactly 300 ms of virtual time (0 ms after the
 // cancellation, well within 100 ms), the call is reported cancelled with
 // that latency, and the server's handler sees its call cancelled then too.
+// [T4]: a host that continues a saved session gets the failure counts
+// before anything starts: `spent`, at the limit, is never started (one
+// event says why) and its tools are not offered; `worn`, with 2 of 3, has
+// one more try: killed once, it stays down; `fresh`, not carried, starts
+// with none.
+#[tokio::test(start_paused = true)]
+async fn t4_a_resumed_host_starts_no_server_that_used_its_failures() {
+    let name = |n: &str| ServerName::new(n).unwrap();
+    let carried = hooks_core::Carried {
+        budget_used: 0,
+        rounds: 0,
+        failures: vec![(name("spent"), 3), (name("worn"), 2)],
+    };
+    let mut f = Fixture::resume(
+        &[
+            ("spent", vec![]),
+            ("worn", vec![Act::Hang]),
+            ("fresh", vec![Act::Answer("")]),
+        ],
+        &carried,
+    )
+    .await;
+    assert_eq!(
+        (f.starts("spent"), f.starts("worn"), f.starts("fresh")),
+        (0, 1, 1)
+    );
+    let spent = f.host.session().server_id("spent").unwrap();
+    let worn = f.host.session().server_id("worn").unwrap();
+    assert_eq!(f.host.session().server_state(spent), ServerState::Retired);
+    assert_eq!(f.downs(), [(DownCause::BeforeResume, 3, None)]);
+    let tools: Vec<String> = f.host.model_tools().into_iter().map(|t| t.name).collect();
+    assert_eq!(tools, ["worn__ping", "fresh__ping"]);
+    let cancel = CancellationToken::new();
+    assert_eq!(f.stop_round(&cancel).await, NO_OBJECTION);
+    assert_eq!(f.stop_round(&cancel).await, NO_OBJECTION);
+    assert_eq!(f.host.session().server_state(worn), ServerState::Retired);
+    assert_eq!(
+        f.downs(),
+        [
+            (DownCause::BeforeResume, 3, None),
+            (DownCause::Killed, 3, None)
+        ]
+    );
+    f.until(60_000).await;
+    for tool in ["spent__ping", "worn__ping"] {
+        let refused = f.host.prepare_tool_call(tool, &cancel).await;
+        assert_eq!(
+            refused.unwrap_err(),
+            ToolOutput::error(format!("unknown tool: {tool}"))
+        );
+    }
+    assert_eq!((f.starts("spent"), f.starts("worn")), (0, 1));
+    let carried = f.host.session().carried();
+    assert_eq!(carried.failures, [(name("spent"), 3), (name("worn"), 3)]);
+    f.host.shutdown().await;
+}
+
 #[tokio::test(start_paused = true)]
 async fn t5_cancelling_the_prompt_ends_a_round_at_once() {
     let mut f = Fixture::start(&[("hang", vec![])]).await;
@@ -480,9 +549,17 @@ async fn host_on(servers: Vec<(ServerSpec, ToolServer)>) -> (Host, Arc<Mutex<Vec
     let timeout = HOOK_TIMEOUT_MS.to_string();
     let config = HookConfig::from_values(Some("*"), Some(&timeout), None).unwrap();
     let connector = Connector::InProcess(Arc::new(make));
-    let host = Host::start_with(specs, config, HostOptions::default(), sink, connector)
-        .await
-        .unwrap();
+    let fresh = hooks_core::Carried::default();
+    let host = Host::start_with(
+        specs,
+        config,
+        &fresh,
+        HostOptions::default(),
+        sink,
+        connector,
+    )
+    .await
+    .unwrap();
     (host, events)
 }
 

@@ -28,6 +28,7 @@ use tokio_util::sync::CancellationToken;
 
 use super::updates::UpdateSink;
 use super::{AcpConfig, lock};
+use crate::sessions::{LockError, SessionLock};
 use crate::settings::ConfigProblem;
 
 /// How long the end of a session, or of the connection, waits for a
@@ -89,6 +90,12 @@ pub(crate) enum SessionError {
     /// `session/load` of a session that is open already.
     #[error("session {0:?} is open already")]
     Open(String),
+    /// `session/load` of a session another process (or another load in
+    /// this one) has open.
+    #[error(
+        "session {0:?} is in use: another sprout process has it open (or is loading it); close it there first, or start a new session"
+    )]
+    InUse(String),
     /// A saved session that cannot be read or picked up.
     #[error("cannot load session {id:?}: {why}")]
     Load {
@@ -114,6 +121,9 @@ struct Session {
     /// Locked by the prompt that runs; `None` only once shut down.
     agent: Arc<tokio::sync::Mutex<Option<Agent<Host>>>>,
     cancel: Mutex<Option<CancellationToken>>,
+    /// Keeps the session's transcript to this process while it is open
+    /// (`None`: not saved, or the lock could not be taken).
+    _lock: Option<SessionLock>,
 }
 
 impl Session {
@@ -220,8 +230,11 @@ impl Sessions {
         Ok((s::NewSessionResponse::new(session_id), updates))
     }
 
-    /// Loads saved session `request.session_id` (`session/load`): its
-    /// servers are started afresh, its history and `_Stop` budget restored,
+    /// Loads saved session `request.session_id` (`session/load`), unless
+    /// another process (or another load here) has it open: its lock is
+    /// taken first, within a short bound, never waited on for long. Its
+    /// servers are started afresh (less those that used their failures
+    /// \[T4\]), its history and `_Stop` budget restored,
     /// and the history replayed to the client as updates before the answer
     /// (\[E1\]: `_SessionStart` is asked again at the next prompt).
     pub(super) async fn load(
@@ -243,12 +256,27 @@ impl Sessions {
         if !path.is_file() {
             return Err(SessionError::NotSaved(id));
         }
+        // Locked before it is read: what is read is what this process goes
+        // on writing after.
+        let lock = SessionLock::take_async(&path).await.map_err(|e| match e {
+            LockError::InUse => SessionError::InUse(id.clone()),
+            LockError::Io(e) => SessionError::Load {
+                id: id.clone(),
+                why: e.to_string(),
+            },
+        })?;
         let saved = agent_loop::transcript::read(&path).map_err(|e| SessionError::Load {
             id: id.clone(),
             why: e.to_string(),
         })?;
         let (_, updates) = self
-            .start(&id, &request.cwd, &request.mcp_servers, cx, Some(saved))
+            .start(
+                &id,
+                &request.cwd,
+                &request.mcp_servers,
+                cx,
+                Some((saved, lock)),
+            )
             .await?;
         Ok((s::LoadSessionResponse::new(), updates))
     }
@@ -261,8 +289,12 @@ impl Sessions {
         cwd: &Path,
         servers: &[s::McpServer],
         cx: ConnectionTo<Client>,
-        saved: Option<agent_loop::transcript::SavedSession>,
+        saved: Option<(agent_loop::transcript::SavedSession, SessionLock)>,
     ) -> Result<(s::SessionId, Arc<UpdateSink>), SessionError> {
+        let (saved, mut held) = match saved {
+            Some((saved, held)) => (Some(saved), Some(held)),
+            None => (None, None),
+        };
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(SessionError::BadCwd(cwd.display().to_string()));
         }
@@ -281,14 +313,29 @@ impl Sessions {
         let cwd = cwd.display().to_string();
         let sink = updates.clone().into_sink();
         let transcript = self.transcript(id, &cwd, saved.as_ref());
+        if held.is_none()
+            && let Some(transcript) = &transcript
+        {
+            // A new session: nobody else knows its id yet.
+            match SessionLock::try_take(transcript.path()) {
+                Ok(taken) => held = Some(taken),
+                Err(e) => tracing::warn!("cannot lock session {id}: {e}"),
+            }
+        }
         let sink = match &transcript {
             Some(transcript) => transcript.tee(sink),
             None => sink,
         };
         let config = &self.config;
-        let host = Host::start(
+        // [T4]: a loaded session's servers start with the failures it had left.
+        let carried = saved
+            .as_ref()
+            .map(|s| s.carried.clone())
+            .unwrap_or_default();
+        let host = Host::resume(
             specs,
             config.hooks.clone(),
+            &carried,
             config.host.clone(),
             agent_loop::hook_sink(sink.clone()),
         )
@@ -312,6 +359,7 @@ impl Sessions {
         let session = Arc::new(Session {
             agent: Arc::new(tokio::sync::Mutex::new(Some(agent))),
             cancel: Mutex::new(None),
+            _lock: held,
         });
         lock(&self.open).insert(id.to_owned(), session);
         Ok((session_id, updates))
