@@ -50,6 +50,7 @@ mod process;
 mod reply;
 pub mod server;
 mod spec;
+mod stdio;
 
 pub use connection::{ListingLimits, StartError, kill_all_now};
 pub use host::{EventSink, Host, HostOptions, ModelToolDef, PreparedCall, ServerReport};
