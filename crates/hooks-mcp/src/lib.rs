@@ -27,7 +27,7 @@
 //!
 //! let todo = ServerSpec::stdio(ServerName::new("todo")?, "sprout", vec!["hook-server".into(), "todo".into()]);
 //! let config = HookConfig::from_values(Some("*"), None, None)?;
-//! let sink = Arc::new(|event: &hooks_core::Event| println!("{}", serde_json::to_string(event).unwrap()));
+//! let sink = Arc::new(|event: hooks_core::Event| println!("{}", serde_json::to_string(&event).unwrap()));
 //! let mut host = Host::start(vec![todo], config, HostOptions::default(), sink).await?;
 //!
 //! host.begin_prompt()?;
