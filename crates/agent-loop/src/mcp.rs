@@ -21,7 +21,7 @@ use crate::message::ToolCall;
 
 /// Forwards the host's hook events into the loop's event stream \[O2\].
 pub fn hook_sink(sink: Sink) -> hooks_mcp::EventSink {
-    std::sync::Arc::new(move |event: &hooks_core::Event| sink(&AgentEvent::Hook(event.clone())))
+    std::sync::Arc::new(move |event: hooks_core::Event| sink(&AgentEvent::Hook(event)))
 }
 
 /// The host's tool output as the loop's.

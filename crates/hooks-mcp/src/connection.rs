@@ -336,7 +336,7 @@ impl Connection {
                     ));
                 };
                 let transport = Guarded::new(
-                    rmcp::transport::async_rw::AsyncRwTransport::new_client(stdout, stdin),
+                    crate::stdio::Stdio::new(stdout, stdin),
                     Limits::stdio(),
                     wire.clone(),
                 );
@@ -413,7 +413,7 @@ impl Connection {
         let (our_input, our_output) = tokio::io::split(ours);
         let wire = Tripwire::default();
         let transport = Guarded::new(
-            rmcp::transport::async_rw::AsyncRwTransport::new_client(our_input, our_output),
+            crate::stdio::Stdio::new(our_input, our_output),
             Limits::stdio(),
             wire.clone(),
         );

@@ -24,8 +24,8 @@
 //! which the core counts as a crash toward \[T4\]. Closing is bounded too:
 //! [`Limits::close_grace`].
 //!
-//! Frame size is bounded below us: rmcp caps one stdio line and one SSE event
-//! at 16 MiB. Deciding what to do with a wedged server is not this module's
+//! Frame size is bounded below us: `stdio` caps one stdio line and rmcp one
+//! SSE event at 16 MiB. Deciding what to do with a wedged server is not this module's
 //! job; it only notices and fires.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

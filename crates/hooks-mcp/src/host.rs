@@ -34,7 +34,9 @@ use crate::reply::{ToolOutput, hook_reply, tool_output};
 use crate::spec::ServerSpec;
 
 /// Where the host reports the core's events as they happen \[O1\], \[O2\].
-pub type EventSink = Arc<dyn Fn(&Event) + Send + Sync>;
+/// Each event is given away: a sink that keeps it, or wraps it in events
+/// of its own, needs no copy.
+pub type EventSink = Arc<dyn Fn(Event) + Send + Sync>;
 
 /// Settings of the host that are not hook policy.
 #[derive(Clone, Debug)]
@@ -685,7 +687,7 @@ impl Host {
                     if let Event::Warning(warning) = &event {
                         self.warnings.push(warning.clone());
                     }
-                    (self.sink)(&event);
+                    (self.sink)(event);
                 }
             }
         }

@@ -27,7 +27,7 @@
 //!
 //! let todo = ServerSpec::stdio(ServerName::new("todo")?, "sprout", vec!["hook-server".into(), "todo".into()]);
 //! let config = HookConfig::from_values(Some("*"), None, None)?;
-//! let sink = Arc::new(|event: &hooks_core::Event| println!("{}", serde_json::to_string(event).unwrap()));
+//! let sink = Arc::new(|event: hooks_core::Event| println!("{}", serde_json::to_string(&event).unwrap()));
 //! let mut host = Host::start(vec![todo], config, HostOptions::default(), sink).await?;
 //!
 //! host.begin_prompt()?;
@@ -50,6 +50,7 @@ mod process;
 mod reply;
 pub mod server;
 mod spec;
+mod stdio;
 
 pub use connection::{ListingLimits, StartError, kill_all_now};
 pub use host::{EventSink, Host, HostOptions, ModelToolDef, PreparedCall, ServerReport};

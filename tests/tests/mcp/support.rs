@@ -48,7 +48,7 @@ pub(crate) async fn rig_with(
     .unwrap();
     let events = Arc::new(Mutex::new(Vec::new()));
     let sink_events = events.clone();
-    let sink = Arc::new(move |e: &Event| sink_events.lock().unwrap().push(e.clone()));
+    let sink = Arc::new(move |e: Event| sink_events.lock().unwrap().push(e));
     let host = Host::start(specs, config, options, sink).await.unwrap();
     Rig { host, events }
 }

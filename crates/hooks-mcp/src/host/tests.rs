@@ -88,8 +88,7 @@ impl Fixture {
             .collect();
         let events = Arc::new(Mutex::new(Vec::new()));
         let sunk = events.clone();
-        let sink: EventSink =
-            Arc::new(move |event: &Event| sunk.lock().unwrap().push(event.clone()));
+        let sink: EventSink = Arc::new(move |event: Event| sunk.lock().unwrap().push(event));
         let timeout = HOOK_TIMEOUT_MS.to_string();
         let config = HookConfig::from_values(Some("*"), Some(&timeout), None).unwrap();
         let connector = Connector::InProcess(Arc::new(make));
@@ -545,7 +544,7 @@ async fn host_on(servers: Vec<(ServerSpec, ToolServer)>) -> (Host, Arc<Mutex<Vec
     let make = move |name: &ServerName| made[name.as_str()].clone();
     let events = Arc::new(Mutex::new(Vec::new()));
     let sunk = events.clone();
-    let sink: EventSink = Arc::new(move |event: &Event| sunk.lock().unwrap().push(event.clone()));
+    let sink: EventSink = Arc::new(move |event: Event| sunk.lock().unwrap().push(event));
     let timeout = HOOK_TIMEOUT_MS.to_string();
     let config = HookConfig::from_values(Some("*"), Some(&timeout), None).unwrap();
     let connector = Connector::InProcess(Arc::new(make));

@@ -33,6 +33,10 @@ const PATIENCE: Duration = Duration::from_secs(60);
 /// the kernel's ABI whatever the kernel's own tick).
 const MICROS_PER_TICK: f64 = 10_000.0;
 
+/// Prompts per session in a profile run ([`Surface::profile`]), about
+/// as many as a session of figure 8 is given.
+const PROFILE_SESSION: usize = 400;
+
 /// What the product-surface figures run.
 pub(crate) struct Surface {
     /// The `sprout` binary.
@@ -222,6 +226,61 @@ impl Surface {
         }
         acp.finish();
         Ok(stats_us(samples))
+    }
+}
+
+impl Surface {
+    /// For profiling (`--profile-acp N PROMPTS`), not a figure: one
+    /// `sprout acp` with `n` instant `_Stop` servers, hooks on unless
+    /// `hooks_off`, given `prompts` one-round prompts, a fresh session every
+    /// [`PROFILE_SESSION`]. Its
+    /// pid is printed on stderr before the prompts start (for `perf record
+    /// -p PID`), and `ready` is called with it.
+    pub(crate) fn profile(
+        &self,
+        n: usize,
+        prompts: usize,
+        hooks_off: bool,
+        ready: impl FnOnce(u32),
+    ) -> Result<(), String> {
+        let scratch = Scratch::new(&format!("bench-acp-profile-{n}"));
+        let servers: Vec<Value> = (0..n)
+            .map(|i| {
+                json!({"name": format!("s{i}"), "command": self.fixture, "env": [],
+                       "args": ["--tools", "t", "--hooks", "_Stop", "--stop", "empty"]})
+            })
+            .collect();
+        let env: Vec<(&str, String)> = if hooks_off {
+            Vec::new()
+        } else {
+            vec![("MCP_HOOK_SERVERS", "*".to_owned())]
+        };
+        let mut acp = self.acp(&scratch, "profile", &env)?;
+        let mut session = acp.new_session(&scratch.0, &servers)?;
+        self.model.call_tools("", 0);
+        for _ in 0..10 {
+            check_stop(&acp.prompt(&session)?, n, !hooks_off)?;
+        }
+        ready(acp.child.id());
+        let cpu = acp.cpu()?;
+        let started = Instant::now();
+        for i in 1..=prompts {
+            check_stop(&acp.prompt(&session)?, n, !hooks_off)?;
+            // As long a history as the figures' sessions reach, no longer.
+            if i % PROFILE_SESSION == 0 && i < prompts {
+                acp.call("session/close", json!({"sessionId": session}))?;
+                session = acp.new_session(&scratch.0, &servers)?;
+            }
+        }
+        let wall = started.elapsed();
+        let cpu = acp.cpu()? - cpu;
+        eprintln!(
+            "{prompts} prompts: {:.1} µs a prompt, agent CPU {:.1} µs a prompt",
+            us(wall) / prompts as f64,
+            cpu / prompts as f64
+        );
+        acp.finish();
+        Ok(())
     }
 }
 

@@ -19,7 +19,13 @@
 //!
 //! ```text
 //! sprout-bench [--quick] [--out FILE] [--fixture PATH] [--sprout PATH]
+//! sprout-bench --profile-acp[-off] SERVERS PROMPTS [--fixture PATH] [--sprout PATH]
 //! ```
+//!
+//! `--profile-acp` reports no figure: it drives one `sprout acp` (hooks on,
+//! or off with `--profile-acp-off`) through PROMPTS one-round prompts and
+//! prints its pid first, for a profiler to attach to
+//! (`perf record -p PID`).
 //!
 //! Every multi-server figure checks that all its servers came up, and every
 //! round that it decided as expected, before its figure is reported: a figure
@@ -53,6 +59,9 @@ struct Args {
     sprout: PathBuf,
     /// Serve figure 2's HTTP hook server instead ([`http_hook::serve`]).
     http_hook_server: bool,
+    /// Drive one `sprout acp` for a profiler instead of the figures:
+    /// servers, prompts, hooks off ([`acp::Surface::profile`]).
+    profile_acp: Option<(usize, usize, bool)>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -62,6 +71,7 @@ fn parse_args() -> Result<Args, String> {
         fixture: sibling("mcp-fixture"),
         sprout: sibling("sprout"),
         http_hook_server: false,
+        profile_acp: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -75,6 +85,16 @@ fn parse_args() -> Result<Args, String> {
                 std::process::exit(0);
             }
             "--http-hook-server" => args.http_hook_server = true,
+            "--profile-acp" | "--profile-acp-off" => {
+                let mut number = |what: &str| -> Result<usize, String> {
+                    it.next()
+                        .and_then(|n| n.parse().ok())
+                        .ok_or_else(|| format!("{arg} needs {what}"))
+                };
+                let servers = number("a server count")?;
+                let prompts = number("a prompt count")?;
+                args.profile_acp = Some((servers, prompts, arg == "--profile-acp-off"));
+            }
             other => return Err(format!("unknown argument {other:?}")),
         }
     }
@@ -240,7 +260,7 @@ async fn start_unchecked(specs: Vec<ServerSpec>, timeout_ms: u64) -> Host {
         specs,
         config(timeout_ms),
         HostOptions::default(),
-        Arc::new(|_: &hooks_core::Event| {}),
+        Arc::new(|_: hooks_core::Event| {}),
     )
     .await
     .expect("the host starts")
@@ -734,6 +754,29 @@ async fn main() {
                 std::process::exit(2);
             }
         }
+    }
+    if let Some((servers, prompts, hooks_off)) = args.profile_acp {
+        let model = fake_model::FakeModel::start().await;
+        let surface = acp::Surface {
+            sprout: args.sprout.clone(),
+            fixture: args.fixture.clone(),
+            model,
+        };
+        let done = tokio::task::spawn_blocking(move || {
+            surface.profile(servers, prompts, hooks_off, |pid| {
+                eprintln!("sprout acp pid {pid}");
+                if let Ok(path) = std::env::var("SPROUT_BENCH_PID_FILE") {
+                    let _ = std::fs::write(path, pid.to_string());
+                }
+            })
+        })
+        .await
+        .unwrap_or_else(|e| panic!("the profile run panicked: {e}"));
+        if let Err(e) = done {
+            eprintln!("sprout-bench: {e}");
+            std::process::exit(1);
+        }
+        return;
     }
     let (reps, slow_reps, start_reps) = if args.quick {
         (20, 2, 2)

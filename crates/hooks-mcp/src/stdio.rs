@@ -1,0 +1,507 @@
+//! The stdio wire to one server: rmcp's line transport, with a fast way in
+//! for the answers to our tool calls.
+//!
+//! rmcp reads every incoming line as a `JsonRpcMessage` whose result is the
+//! untagged `ServerResult`: serde buffers the result and tries the union's
+//! variants in order, and a tool call's answer is the sixteenth, so each one
+//! costs fifteen failed decodings (each an error message formatted and
+//! dropped) before the right one. Here an answer to a `tools/call` we sent
+//! (its id is remembered when the request goes out) is read straight as a
+//! `CallToolResult`; any other line, or an answer that does not read as
+//! one, goes the way rmcp reads it: the same bounded line (16 MiB, a longer
+//! one dropped and logged), the same leniency (non-MCP notifications
+//! ignored, a line that is not JSON ignored) and the same `Invalid Request`
+//! error for JSON that is no message.
+//!
+//! Writing is rmcp's own transport's (one line per message, in order).
+//!
+//! Not here: the bounds on what a server may send or make us wait for
+//! (`guard`), what a call means (`connection`).
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::io;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use rmcp::RoleClient;
+use rmcp::model::{
+    CallToolResult, ClientNotification, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcResponse,
+    JsonRpcVersion2_0, RequestId, ServerResult,
+};
+use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::transport::Transport;
+use rmcp::transport::async_rw::{AsyncRwTransport, DEFAULT_MAX_LINE_LENGTH};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio_util::bytes::{Buf, BytesMut};
+use tokio_util::codec::{Decoder, FramedRead};
+
+/// Tool calls whose ids are remembered at once; past this, a call's answer
+/// is read the slow way (it is still read).
+const MAX_REMEMBERED_CALLS: usize = 1024;
+
+/// UTF-8's byte order mark, which JSON readers may skip (RFC 8259 §8.1).
+const BOM: &[u8] = b"\xEF\xBB\xBF";
+
+/// A client transport over a server's stdout (`read`) and stdin (`write`).
+pub(crate) struct Stdio<R, W: AsyncWrite> {
+    lines: FramedRead<R, LineCodec>,
+    /// rmcp's transport, used for writing only (it reads nothing).
+    writer: AsyncRwTransport<RoleClient, tokio::io::Empty, W>,
+    /// Ids of our `tools/call` requests not answered yet.
+    calls: Arc<Mutex<HashSet<RequestId>>>,
+    /// An `Invalid Request` reply being written; finished before the next
+    /// line is read (kept here, so a cancelled receive does not lose it).
+    replying: Option<Pin<Box<dyn Future<Output = io::Result<()>> + Send>>>,
+}
+
+impl<R, W> Stdio<R, W>
+where
+    R: AsyncRead + Send + Unpin,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    pub(crate) fn new(read: R, write: W) -> Self {
+        Stdio {
+            lines: FramedRead::new(read, LineCodec::new(DEFAULT_MAX_LINE_LENGTH)),
+            writer: AsyncRwTransport::new_client(tokio::io::empty(), write),
+            calls: Arc::default(),
+            replying: None,
+        }
+    }
+
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// One line as a message: `Ok(None)` for a line to skip, `Err` for JSON
+    /// that is no message (answered with `Invalid Request`).
+    fn parse(&self, line: &[u8]) -> Result<Option<RxJsonRpcMessage<RoleClient>>, ()> {
+        let line = line.strip_suffix(b"\n").unwrap_or(line);
+        let line = line.strip_suffix(b"\r").unwrap_or(line);
+        let line = line.strip_prefix(BOM).unwrap_or(line);
+        if line.is_empty() {
+            return Ok(None);
+        }
+        if let Some(answer) = self.call_answer(line) {
+            return Ok(Some(answer));
+        }
+        match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line) {
+            Ok(message) => {
+                let id = match &message {
+                    JsonRpcMessage::Response(response) => Some(&response.id),
+                    JsonRpcMessage::Error(error) => error.id.as_ref(),
+                    _ => None,
+                };
+                if let Some(id) = id {
+                    self.calls().remove(id);
+                }
+                Ok(Some(message))
+            }
+            Err(e) => match e.classify() {
+                // Not JSON: there is no id to answer, and answering could
+                // start an echo storm; the other MCP SDKs ignore it too.
+                serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
+                    tracing::debug!("ignoring an unparsable line from an MCP server: {e}");
+                    Ok(None)
+                }
+                _ if ignored_notification(line) => Ok(None),
+                _ => {
+                    tracing::debug!("protocol error on a line from an MCP server: {e}");
+                    Err(())
+                }
+            },
+        }
+    }
+
+    /// `line` read as the answer to one of our tool calls, if it is one.
+    fn call_answer(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+        #[derive(serde::Deserialize)]
+        struct Answer {
+            jsonrpc: JsonRpcVersion2_0,
+            id: RequestId,
+            result: CallToolResult,
+        }
+        if self.calls().is_empty() {
+            return None;
+        }
+        let answer: Answer = serde_json::from_slice(line).ok()?;
+        if !self.calls().remove(&answer.id) {
+            return None;
+        }
+        Some(JsonRpcMessage::Response(JsonRpcResponse {
+            jsonrpc: answer.jsonrpc,
+            id: answer.id,
+            result: ServerResult::CallToolResult(answer.result),
+        }))
+    }
+}
+
+/// Whether `line` is a notification rmcp ignores for compatibility: one of
+/// a method that is not MCP's (an LSP message, say), or an MCP-looking
+/// `notifications/...` that MCP does not define.
+fn ignored_notification(line: &[u8]) -> bool {
+    #[derive(serde::Deserialize)]
+    struct Probe {
+        method: Option<String>,
+        #[serde(default)]
+        id: Option<serde::de::IgnoredAny>,
+    }
+    let Ok(Probe {
+        method: Some(method),
+        id,
+    }) = serde_json::from_slice::<Probe>(line)
+    else {
+        return false;
+    };
+    let standard_notification = matches!(
+        method.as_str(),
+        "notifications/cancelled"
+            | "notifications/initialized"
+            | "notifications/message"
+            | "notifications/progress"
+            | "notifications/prompts/list_changed"
+            | "notifications/resources/list_changed"
+            | "notifications/resources/updated"
+            | "notifications/roots/list_changed"
+            | "notifications/subscriptions/acknowledged"
+            | "notifications/tools/list_changed"
+    );
+    let standard = standard_notification
+        || matches!(
+            method.as_str(),
+            "initialize"
+                | "ping"
+                | "server/discover"
+                | "prompts/get"
+                | "prompts/list"
+                | "resources/list"
+                | "resources/read"
+                | "resources/subscribe"
+                | "resources/unsubscribe"
+                | "resources/templates/list"
+                | "subscriptions/listen"
+                | "tools/call"
+                | "tools/list"
+                | "completion/complete"
+                | "elicitation/create"
+                | "logging/setLevel"
+                | "roots/list"
+                | "sampling/createMessage"
+        );
+    (id.is_none() && !standard) || (method.starts_with("notifications/") && !standard_notification)
+}
+
+impl<R, W> Transport<RoleClient> for Stdio<R, W>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    type Error = io::Error;
+
+    fn name() -> std::borrow::Cow<'static, str> {
+        "stdio".into()
+    }
+
+    fn send(
+        &mut self,
+        item: TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
+        match &item {
+            JsonRpcMessage::Request(request)
+                if matches!(request.request, ClientRequest::CallToolRequest(_)) =>
+            {
+                let mut calls = self.calls();
+                if calls.len() < MAX_REMEMBERED_CALLS {
+                    calls.insert(request.id.clone());
+                }
+            }
+            // A cancelled call may never be answered: forget it.
+            JsonRpcMessage::Notification(notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) =
+                    &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    self.calls().remove(id);
+                }
+            }
+            _ => {}
+        }
+        self.writer.send(item)
+    }
+
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+        loop {
+            if let Some(reply) = self.replying.as_mut() {
+                let written = reply.await;
+                self.replying = None;
+                if written.is_err() {
+                    return None;
+                }
+            }
+            let line = match self.lines.next().await? {
+                Ok(Line::Whole(line)) => line,
+                Ok(Line::Oversized) => {
+                    tracing::error!(
+                        max_line_length = DEFAULT_MAX_LINE_LENGTH,
+                        "a message from an MCP server exceeded the maximum line length; discarding it"
+                    );
+                    continue;
+                }
+                Err(e) => {
+                    tracing::error!("error reading from an MCP server: {e}");
+                    return None;
+                }
+            };
+            match self.parse(&line) {
+                Ok(Some(message)) => return Some(message),
+                Ok(None) => {}
+                Err(()) => {
+                    let reply = TxJsonRpcMessage::<RoleClient>::error(
+                        ErrorData::invalid_request("Invalid request", None),
+                        None,
+                    );
+                    self.replying = Some(Box::pin(self.writer.send(reply)));
+                }
+            }
+        }
+    }
+
+    async fn close(&mut self) -> Result<(), io::Error> {
+        self.writer.close().await
+    }
+}
+
+/// One line of input.
+#[derive(Debug, PartialEq)]
+enum Line {
+    /// A line within the cap, with its newline.
+    Whole(BytesMut),
+    /// A line over the cap, dropped.
+    Oversized,
+}
+
+/// Lines of bytes, at most `max` each (newline included); the rest of a
+/// longer line is dropped as it comes, so it never grows the buffer.
+struct LineCodec {
+    max: usize,
+    /// Where to go on looking for a newline.
+    searched: usize,
+    /// Dropping the rest of an oversized line.
+    discarding: bool,
+}
+
+impl LineCodec {
+    fn new(max: usize) -> LineCodec {
+        LineCodec {
+            max,
+            searched: 0,
+            discarding: false,
+        }
+    }
+}
+
+impl Decoder for LineCodec {
+    type Item = Line;
+    type Error = io::Error;
+
+    fn decode(&mut self, buf: &mut BytesMut) -> io::Result<Option<Line>> {
+        loop {
+            let newline = buf[self.searched..].iter().position(|b| *b == b'\n');
+            let Some(at) = newline.map(|i| self.searched + i) else {
+                if self.discarding {
+                    buf.clear();
+                    self.searched = 0;
+                } else if buf.len() > self.max {
+                    buf.clear();
+                    self.searched = 0;
+                    self.discarding = true;
+                    return Ok(Some(Line::Oversized));
+                } else {
+                    self.searched = buf.len();
+                }
+                return Ok(None);
+            };
+            self.searched = 0;
+            if self.discarding {
+                buf.advance(at + 1);
+                self.discarding = false;
+                continue;
+            }
+            if at + 1 > self.max {
+                buf.advance(at + 1);
+                return Ok(Some(Line::Oversized));
+            }
+            return Ok(Some(Line::Whole(buf.split_to(at + 1))));
+        }
+    }
+
+    fn decode_eof(&mut self, buf: &mut BytesMut) -> io::Result<Option<Line>> {
+        // A last line without its newline is a message cut short: dropped,
+        // as rmcp drops it.
+        let line = self.decode(buf)?;
+        if line.is_none() {
+            buf.clear();
+        }
+        Ok(line)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use rmcp::model::{
+        CallToolRequestParams, ClientJsonRpcMessage, NumberOrString, ServerJsonRpcMessage,
+    };
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+
+    use super::*;
+
+    fn lines(max: usize, input: &[u8]) -> Vec<Line> {
+        let mut codec = LineCodec::new(max);
+        let mut buf = BytesMut::new();
+        let mut out = Vec::new();
+        // Fed a byte at a time, as a slow pipe would.
+        for b in input {
+            buf.extend_from_slice(&[*b]);
+            while let Some(line) = codec.decode(&mut buf).unwrap() {
+                out.push(line);
+            }
+        }
+        while let Some(line) = codec.decode_eof(&mut buf).unwrap() {
+            out.push(line);
+        }
+        out
+    }
+
+    fn whole(s: &str) -> Line {
+        Line::Whole(BytesMut::from(s.as_bytes()))
+    }
+
+    // Lines within the cap pass whole; a longer one, whether its newline
+    // comes before or after the cap is passed, is one `Oversized`, and the
+    // line after it is read whole; a cut last line is dropped.
+    #[test]
+    fn lines_are_bounded() {
+        let input = b"ab\n0123456789\ncd\n0123456789abcdef\nef\ncut";
+        assert_eq!(
+            lines(8, input),
+            [
+                whole("ab\n"),
+                Line::Oversized,
+                whole("cd\n"),
+                Line::Oversized,
+                whole("ef\n")
+            ]
+        );
+        // The newline counts: 8 bytes with it fit, 9 do not.
+        assert_eq!(lines(8, b"1234567\n"), [whole("1234567\n")]);
+        assert_eq!(lines(8, b"12345678\n"), [Line::Oversized]);
+    }
+
+    /// A transport over one end of a pipe; the other end as the server's
+    /// lines in and out.
+    type Read = tokio::io::ReadHalf<tokio::io::DuplexStream>;
+    type Write = tokio::io::WriteHalf<tokio::io::DuplexStream>;
+
+    fn pipe() -> (Stdio<Read, Write>, BufReader<Read>, Write) {
+        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        let (read, write) = tokio::io::split(ours);
+        let (their_read, their_write) = tokio::io::split(theirs);
+        (
+            Stdio::new(read, write),
+            BufReader::new(their_read),
+            their_write,
+        )
+    }
+
+    fn call(id: i64) -> ClientJsonRpcMessage {
+        ClientJsonRpcMessage::request(
+            ClientRequest::CallToolRequest(rmcp::model::Request::new(CallToolRequestParams::new(
+                "_Stop",
+            ))),
+            NumberOrString::Number(id),
+        )
+    }
+
+    // The answer to a tool call comes through as that call's result, read
+    // straight; an answer to no call of ours, and a tools/list answer, are
+    // read as rmcp reads them; a line that is not JSON is skipped; JSON
+    // that is no message is answered with Invalid Request.
+    #[tokio::test]
+    async fn answers_are_read_as_rmcp_reads_them() {
+        tokio::time::timeout(std::time::Duration::from_secs(10), read_as_rmcp())
+            .await
+            .expect("the reading did not end");
+    }
+
+    async fn read_as_rmcp() {
+        let (mut transport, mut their_input, mut their_output) = pipe();
+        transport.send(call(7)).await.unwrap();
+        let mut sent = String::new();
+        their_input.read_line(&mut sent).await.unwrap();
+        let sent: serde_json::Value = serde_json::from_str(&sent).unwrap();
+        assert_eq!(sent["method"], "tools/call");
+        assert_eq!(sent["id"], 7);
+        assert_eq!(transport.calls().len(), 1);
+
+        let lines = concat!(
+            "not json\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":7,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"hi\"}]}}\r\n",
+            "{\"jsonrpc\":\"2.0\",\"id\":8,\"result\":{\"tools\":[]}}\n",
+            "{\"jsonrpc\":\"2.0\",\"method\":\"$/lsp\"}\n",
+            "{\"what\":1}\n",
+            "\u{feff}{\"jsonrpc\":\"2.0\",\"method\":\"notifications/tools/list_changed\"}\n",
+        );
+        their_output.write_all(lines.as_bytes()).await.unwrap();
+
+        let answer = transport.receive().await.unwrap();
+        let JsonRpcMessage::Response(response) = answer else {
+            panic!("not a response: {answer:?}");
+        };
+        assert_eq!(response.id, NumberOrString::Number(7));
+        let ServerResult::CallToolResult(result) = response.result else {
+            panic!("not a tool result: {:?}", response.result);
+        };
+        assert_eq!(result.content.len(), 1);
+        assert!(transport.calls().is_empty());
+
+        let listing = transport.receive().await.unwrap();
+        assert!(
+            matches!(
+                &listing,
+                ServerJsonRpcMessage::Response(r) if matches!(r.result, ServerResult::ListToolsResult(_))
+            ),
+            "{listing:?}"
+        );
+        // A notification of a method MCP does not define reads as a custom
+        // one, as rmcp reads it; then `{"what":1}` is answered, and the
+        // tools notification comes through.
+        for _ in 0..2 {
+            let notification = transport.receive().await.unwrap();
+            assert!(
+                matches!(notification, ServerJsonRpcMessage::Notification(_)),
+                "{notification:?}"
+            );
+        }
+        let mut reply = String::new();
+        their_input.read_line(&mut reply).await.unwrap();
+        let reply: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        assert_eq!(reply["error"]["code"], -32600, "{reply}");
+        assert_eq!(reply["id"], serde_json::Value::Null, "{reply}");
+    }
+
+    // A call that is cancelled is forgotten: its late answer, should it
+    // come, is read the slow way.
+    #[tokio::test]
+    async fn a_cancelled_call_is_forgotten() {
+        let (mut transport, _their_input, _their_output) = pipe();
+        transport.send(call(3)).await.unwrap();
+        let cancelled = ClientJsonRpcMessage::notification(
+            ClientNotification::CancelledNotification(rmcp::model::Notification::new(
+                rmcp::model::CancelledNotificationParam::new(Some(NumberOrString::Number(3)), None),
+            )),
+        );
+        transport.send(cancelled).await.unwrap();
+        assert!(transport.calls().is_empty());
+    }
+}
