@@ -121,12 +121,18 @@ where
             jsonrpc: JsonRpcVersion2_0,
             id: RequestId,
             result: CallToolResult,
+            // A line that also carries `error` or `method` is no plain
+            // answer: rmcp calls it an invalid message, so it goes rmcp's way.
+            #[serde(default)]
+            error: Option<serde::de::IgnoredAny>,
+            #[serde(default)]
+            method: Option<serde::de::IgnoredAny>,
         }
         if self.calls().is_empty() {
             return None;
         }
         let answer: Answer = serde_json::from_slice(line).ok()?;
-        if !self.calls().remove(&answer.id) {
+        if answer.error.is_some() || answer.method.is_some() || !self.calls().remove(&answer.id) {
             return None;
         }
         Some(JsonRpcMessage::Response(JsonRpcResponse {
@@ -342,6 +348,8 @@ impl Decoder for LineCodec {
         let line = self.decode(buf)?;
         if line.is_none() {
             buf.clear();
+            self.searched = 0;
+            self.discarding = false;
         }
         Ok(line)
     }
@@ -488,6 +496,36 @@ mod tests {
         let reply: serde_json::Value = serde_json::from_str(&reply).unwrap();
         assert_eq!(reply["error"]["code"], -32600, "{reply}");
         assert_eq!(reply["id"], serde_json::Value::Null, "{reply}");
+    }
+
+    // A line with our call's id that carries `error` beside `result` is no
+    // answer (rmcp calls it invalid): it is not taken as the call's result
+    // the fast way, the call stays unanswered, and the real answer after it
+    // is the one that comes through.
+    #[tokio::test]
+    async fn a_result_with_an_error_beside_it_is_not_an_answer() {
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            let (mut transport, mut their_input, mut their_output) = pipe();
+            transport.send(call(5)).await.unwrap();
+            let mut sent = String::new();
+            their_input.read_line(&mut sent).await.unwrap();
+            let lines = concat!(
+                "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[]},\"error\":{\"code\":1,\"message\":\"x\"}}\n",
+                "{\"jsonrpc\":\"2.0\",\"id\":5,\"result\":{\"content\":[{\"type\":\"text\",\"text\":\"real\"}]}}\n",
+            );
+            their_output.write_all(lines.as_bytes()).await.unwrap();
+            let answer = transport.receive().await.unwrap();
+            let ServerJsonRpcMessage::Response(response) = answer else {
+                panic!("not an answer: {answer:?}");
+            };
+            let ServerResult::CallToolResult(result) = response.result else {
+                panic!("not a tool result: {:?}", response.result);
+            };
+            assert_eq!(result.content.len(), 1, "the line with an error was taken");
+            assert!(transport.calls().is_empty());
+        })
+        .await
+        .expect("the reading did not end");
     }
 
     // A call that is cancelled is forgotten: its late answer, should it

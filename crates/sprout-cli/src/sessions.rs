@@ -224,7 +224,7 @@ impl Plan {
             Ok(transcript) => {
                 if self.lock.is_none() {
                     // A new session: nobody else knows its id yet.
-                    match SessionLock::try_take(transcript.path()) {
+                    match SessionLock::take(transcript.path()) {
                         Ok(lock) => self.lock = Some(lock),
                         Err(e) => report_error(&format!(
                             "sprout: warning: cannot lock session {session_id}: {e}; another process could resume it while this one runs"

@@ -121,9 +121,11 @@ struct Session {
     /// Locked by the prompt that runs; `None` only once shut down.
     agent: Arc<tokio::sync::Mutex<Option<Agent<Host>>>>,
     cancel: Mutex<Option<CancellationToken>>,
-    /// Keeps the session's transcript to this process while it is open
+    /// Keeps the session's transcript to this process while it is open;
+    /// a running prompt holds it too, so a prompt that outlives the
+    /// session's close (past [`DRAIN`]) still writes under the lock
     /// (`None`: not saved, or the lock could not be taken).
-    _lock: Option<SessionLock>,
+    lock: Option<Arc<SessionLock>>,
 }
 
 impl Session {
@@ -155,6 +157,8 @@ pub(super) struct Prompt {
     agent: Agent<Host>,
     text: String,
     token: CancellationToken,
+    /// The session's lock, held until the prompt is over.
+    _lock: Option<Arc<SessionLock>>,
 }
 
 impl Prompt {
@@ -170,6 +174,7 @@ impl Prompt {
             mut agent,
             text,
             token,
+            _lock: lock,
         } = self;
         let linked = token.clone();
         let link = tokio::spawn(async move {
@@ -179,6 +184,10 @@ impl Prompt {
         let outcome = agent.run_prompt(&text, &token).await;
         link.abort();
         *guard = Some(agent);
+        // The agent (the last one to write the transcript, should the
+        // session be gone) before the lock.
+        drop(guard);
+        drop(lock);
         outcome
     }
 }
@@ -317,7 +326,7 @@ impl Sessions {
             && let Some(transcript) = &transcript
         {
             // A new session: nobody else knows its id yet.
-            match SessionLock::try_take(transcript.path()) {
+            match SessionLock::take_async(transcript.path()).await {
                 Ok(taken) => held = Some(taken),
                 Err(e) => tracing::warn!("cannot lock session {id}: {e}"),
             }
@@ -359,7 +368,7 @@ impl Sessions {
         let session = Arc::new(Session {
             agent: Arc::new(tokio::sync::Mutex::new(Some(agent))),
             cancel: Mutex::new(None),
-            _lock: held,
+            lock: held.map(Arc::new),
         });
         lock(&self.open).insert(id.to_owned(), session);
         Ok((session_id, updates))
@@ -412,6 +421,7 @@ impl Sessions {
             agent,
             text,
             token,
+            _lock: session.lock.clone(),
         })
     }
 
