@@ -15,18 +15,19 @@
 use std::io::IsTerminal as _;
 use std::sync::{Arc, Mutex};
 
-use agent_loop::{Agent, AgentSettings, Model};
-use hooks_core::{HookConfig, SessionEndReason};
-use hooks_mcp::{HostOptions, ServerSpec};
+use agent_loop::Agent;
+use hooks_core::SessionEndReason;
 use rustyline::error::ReadlineError;
 use rustyline::{DefaultEditor, ExternalPrinter as _};
 use tokio::signal::unix::{SignalKind, signal};
 use tokio_util::sync::CancellationToken;
 
 use crate::render::Renderer;
-use crate::sessions::Plan;
 use crate::signals::{EXIT_SIGINT, Signals};
-use crate::{EXIT_FAILURE, EXIT_OK, OUTPUT_DRAIN, report_down_servers, report_error, start_host};
+use crate::{
+    EXIT_FAILURE, EXIT_OK, OUTPUT_DRAIN, SessionSetup, report_down_servers, report_error,
+    start_host,
+};
 
 /// What the input line shows.
 const PROMPT: &str = "sprout> ";
@@ -134,14 +135,15 @@ async fn read_line(editor: DefaultEditor) -> Result<(DefaultEditor, Read), Strin
 }
 
 /// Runs the interactive session; returns the exit status.
-pub(crate) async fn chat(
-    model: Arc<dyn Model>,
-    specs: Vec<ServerSpec>,
-    config: HookConfig,
-    options: HostOptions,
-    settings: AgentSettings,
-    mut plan: Plan,
-) -> i32 {
+pub(crate) async fn chat(setup: SessionSetup) -> i32 {
+    let SessionSetup {
+        model,
+        specs,
+        config,
+        options,
+        settings,
+        mut plan,
+    } = setup;
     let mut editor = match DefaultEditor::new() {
         Ok(editor) => editor,
         Err(e) => {

@@ -151,29 +151,11 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
             save,
             resume,
         } => {
-            let m = sub(matches, "run");
+            // The prompt first: an empty one is the first thing to say.
             let prompt = read_prompt(&prompt)?;
-            let config = settings::hook_config(&session, m)?;
-            let specs = settings::servers(&session)?;
-            let options = settings::host_options(&session, m)?;
-            let agent_settings = settings::agent_settings(&session, m)?;
-            let model = settings::model(&model, m)?;
-            let plan = sessions::Plan::new(
-                settings::saving(&save)?,
-                || settings::sessions_dir(&save.dir),
-                &resume,
-            )?;
-            Ok(run_session(
-                model,
-                specs,
-                config,
-                options,
-                agent_settings,
-                &prompt,
-                session.json,
-                plan,
-            )
-            .await)
+            let setup =
+                SessionSetup::from_args(&session, &model, &save, &resume, sub(matches, "run"))?;
+            Ok(run_session(setup, &prompt, session.json).await)
         }
         Command::Chat {
             session,
@@ -181,18 +163,9 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
             save,
             resume,
         } => {
-            let m = sub(matches, "chat");
-            let config = settings::hook_config(&session, m)?;
-            let specs = settings::servers(&session)?;
-            let options = settings::host_options(&session, m)?;
-            let agent_settings = settings::agent_settings(&session, m)?;
-            let model = settings::model(&model, m)?;
-            let plan = sessions::Plan::new(
-                settings::saving(&save)?,
-                || settings::sessions_dir(&save.dir),
-                &resume,
-            )?;
-            Ok(chat::chat(model, specs, config, options, agent_settings, plan).await)
+            let setup =
+                SessionSetup::from_args(&session, &model, &save, &resume, sub(matches, "chat"))?;
+            Ok(chat::chat(setup).await)
         }
         Command::Sessions { dir, json } => {
             let dir = settings::sessions_dir(&dir)?;
@@ -202,18 +175,16 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
             let model = agent_loop::providers::ScriptModel::parse("the demo script", demo::SCRIPT)
                 .map_err(ConfigProblem::Script)?;
             let specs = demo::servers()?;
-            let code = run_session(
-                Arc::new(model),
+            let setup = SessionSetup {
+                model: Arc::new(model),
                 specs,
-                demo::hook_config(),
-                demo::host_options(),
-                demo::settings(),
-                demo::PROMPT,
-                json,
+                config: demo::hook_config(),
+                options: demo::host_options(),
+                settings: demo::settings(),
                 // The demo is not saved: it is the same every time.
-                sessions::Plan::default(),
-            )
-            .await;
+                plan: sessions::Plan::default(),
+            };
+            let code = run_session(setup, demo::PROMPT, json).await;
             Ok(code)
         }
         Command::Acp {
@@ -372,17 +343,51 @@ fn report_down_servers(host: &Host) -> bool {
     any
 }
 
-#[allow(clippy::too_many_arguments)] // One call per command; each is its own setting.
-async fn run_session(
-    model: Arc<dyn Model>,
-    specs: Vec<ServerSpec>,
-    config: HookConfig,
-    options: HostOptions,
-    settings: AgentSettings,
-    prompt: &str,
-    json: bool,
-    mut plan: sessions::Plan,
-) -> i32 {
+/// What a session of `run` or `chat` is made of, from the command line,
+/// the environment and the configuration file.
+pub(crate) struct SessionSetup {
+    pub(crate) model: Arc<dyn Model>,
+    pub(crate) specs: Vec<ServerSpec>,
+    pub(crate) config: HookConfig,
+    pub(crate) options: HostOptions,
+    pub(crate) settings: AgentSettings,
+    pub(crate) plan: sessions::Plan,
+}
+
+impl SessionSetup {
+    /// The setup that `run`'s and `chat`'s flags (`m`: their matches, for
+    /// which flag or variable set what) and environment describe.
+    fn from_args(
+        session: &cli::SessionArgs,
+        model: &cli::ModelArgs,
+        save: &cli::SaveArgs,
+        resume: &cli::ResumeArgs,
+        m: &ArgMatches,
+    ) -> Result<SessionSetup, ConfigProblem> {
+        Ok(SessionSetup {
+            config: settings::hook_config(session, m)?,
+            specs: settings::servers(session)?,
+            options: settings::host_options(session, m)?,
+            settings: settings::agent_settings(session, m)?,
+            model: settings::model(model, m)?,
+            plan: sessions::Plan::new(
+                settings::saving(save)?,
+                || settings::sessions_dir(&save.dir),
+                resume,
+            )?,
+        })
+    }
+}
+
+async fn run_session(setup: SessionSetup, prompt: &str, json: bool) -> i32 {
+    let SessionSetup {
+        model,
+        specs,
+        config,
+        options,
+        settings,
+        mut plan,
+    } = setup;
     let renderer = Renderer::new(json);
     let stdout = renderer.stdout();
     // The transcript is written from the start: server start-up events too.
