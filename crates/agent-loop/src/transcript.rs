@@ -6,10 +6,14 @@
 //! happened, each message appended to the history as the model sees it, a
 //! compaction's fresh history (which replaces the old), the policy state a
 //! resumed session restores (`_Stop` budget used, hook rounds asked), each
-//! prompt's end and every event but text deltas. Each record is one
-//! `write(2)` of a whole line to a file opened for appending, with nothing
-//! buffered in the process, so a crash or a kill loses at most the record in
-//! flight (the kernel has the rest; a power cut is another matter).
+//! prompt's end and every event but text deltas. Records are whole lines
+//! appended by `write(2)` to a file opened for appending. Each is written as
+//! it happens, but for the events of a hook round that has not decided yet
+//! (its start and each server's answer): those wait in the process and go
+//! out with the round's decision, in the same write, so that a round costs
+//! one write however many servers it asks. A crash or a kill loses at most
+//! the record in flight and the events of a round still undecided (the
+//! kernel has the rest; a power cut is another matter).
 //!
 //! Reading is forgiving: a torn last line or a bad line ends the reading
 //! there, with a [`ReadWarning`] naming the file and line, and the history
@@ -189,6 +193,57 @@ struct Writer {
     file: Option<File>,
     /// The session so far, as written.
     tally: Tally,
+    /// Whole lines not written yet: the events of a hook round that has
+    /// not decided, written with the next record.
+    pending: Vec<u8>,
+}
+
+/// Most bytes of a round's events held back before they are written
+/// anyway: a round of many servers with long answers is not held whole.
+const MAX_PENDING: usize = 64 * 1024;
+
+impl Writer {
+    /// Appends `line` (a whole line, newline included) after what is
+    /// pending, in one write; `hold` keeps it pending instead while there
+    /// is room.
+    fn append(&mut self, line: &[u8], hold: bool) -> std::io::Result<()> {
+        let Some(file) = self.file.as_mut() else {
+            return Ok(());
+        };
+        if hold && self.pending.len() + line.len() <= MAX_PENDING {
+            self.pending.extend_from_slice(line);
+            return Ok(());
+        }
+        let written = if self.pending.is_empty() {
+            file.write_all(line)
+        } else {
+            self.pending.extend_from_slice(line);
+            let written = file.write_all(&self.pending);
+            self.pending.clear();
+            written
+        };
+        if written.is_err() {
+            self.file = None;
+        }
+        written
+    }
+}
+
+impl Drop for Writer {
+    /// What is held goes out when the session's last handle goes.
+    fn drop(&mut self) {
+        if let (Some(file), false) = (self.file.as_mut(), self.pending.is_empty()) {
+            let _ = file.write_all(&self.pending);
+        }
+    }
+}
+
+/// [`Record::Event`] as it is written, borrowing the event: the event is
+/// turned into JSON once, straight into the line.
+#[derive(Serialize)]
+struct EventLine<'a> {
+    record: &'static str,
+    event: &'a AgentEvent,
 }
 
 impl Transcript {
@@ -271,6 +326,7 @@ impl Transcript {
             inner: Arc::new(Mutex::new(Writer {
                 file: Some(file),
                 tally,
+                pending: Vec::new(),
             })),
             path: Arc::new(path),
         }
@@ -314,27 +370,49 @@ impl Transcript {
             }
             record => record,
         };
-        let Some(file) = writer.file.as_mut() else {
+        if writer.file.is_none() {
             return Ok(());
-        };
+        }
         let mut line = serde_json::to_vec(record).map_err(std::io::Error::other)?;
         line.push(b'\n');
-        let written = file.write_all(&line);
-        if written.is_err() {
-            writer.file = None;
-        }
-        written
+        writer.append(&line, false)
     }
 
     /// Appends `event`, unless it is a piece of streamed text (the whole
-    /// text follows as its own event).
+    /// text follows as its own event). A hook round's start and answers
+    /// wait for its decision and go out with it.
     pub fn event(&self, event: &AgentEvent) {
         if matches!(event, AgentEvent::TextDelta { .. }) {
             return;
         }
-        match serde_json::to_value(event) {
-            Ok(event) => self.write(&Record::Event { event }),
-            Err(e) => tracing::warn!("cannot save an event: {e}"),
+        let mut writer = self.inner.lock().unwrap_or_else(|e| e.into_inner());
+        if writer.file.is_none() {
+            return;
+        }
+        let record = EventLine {
+            record: "event",
+            event,
+        };
+        let mut line = match serde_json::to_vec(&record) {
+            Ok(line) => line,
+            Err(e) => {
+                tracing::warn!("cannot save an event: {e}");
+                return;
+            }
+        };
+        line.push(b'\n');
+        let hold = matches!(
+            event,
+            AgentEvent::Hook(
+                hooks_core::Event::RoundStarted { .. } | hooks_core::Event::HookCalled { .. }
+            )
+        );
+        if let Err(e) = writer.append(&line, hold) {
+            drop(writer);
+            tracing::warn!(
+                "cannot write the session transcript {}: {e}; the rest of this session is not saved",
+                self.path.display()
+            );
         }
     }
 
@@ -1224,6 +1302,67 @@ mod tests {
             1,
             "the unread tail is not a session"
         );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    // A hook round's start and answers wait for its decision and go out
+    // with it, in order and as the event records `read` knows; what is
+    // still held when the last handle goes is written then.
+    #[test]
+    fn a_rounds_events_go_out_with_its_decision() {
+        use hooks_core::{Event, HookPoint, Outcome, PolicyDecision, RoundId, Time};
+        let dir = std::env::temp_dir().join(format!("agent-loop-rounds-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let t = Transcript::create(&dir, "s1", "/w", "0.1.0").unwrap();
+        let server = ServerName::new("a").unwrap();
+        let started = |round| {
+            AgentEvent::Hook(Event::RoundStarted {
+                round: RoundId(round),
+                hook: HookPoint::Stop,
+                servers: vec![server.clone()],
+                left_out: Vec::new(),
+                deadline: Time::from_millis(5),
+            })
+        };
+        let called = AgentEvent::Hook(Event::HookCalled {
+            round: RoundId(1),
+            hook: HookPoint::Stop,
+            server: server.clone(),
+            outcome: Outcome::Empty,
+            latency: std::time::Duration::from_millis(1),
+        });
+        let on_disk = || std::fs::read_to_string(t.path()).unwrap();
+        let before = on_disk();
+        t.event(&started(1));
+        t.event(&called);
+        assert_eq!(on_disk(), before, "held until the round decides");
+        let decided = AgentEvent::Hook(Event::Decided {
+            round: Some(RoundId(1)),
+            decision: PolicyDecision::PromptEnded {
+                reason: hooks_core::EndReason::NoObjection,
+            },
+        });
+        t.event(&decided);
+        let events: Vec<AgentEvent> = on_disk()[before.len()..]
+            .lines()
+            .map(|line| match serde_json::from_str::<Record>(line).unwrap() {
+                Record::Event { event } => serde_json::from_value(event).unwrap(),
+                other => panic!("not an event: {other:?}"),
+            })
+            .collect();
+        assert_eq!(events, [started(1), called, decided]);
+        // Another record takes what is held with it; so does the end.
+        t.event(&started(2));
+        let mut observer = t.clone();
+        observer.appended(&Message::user("x"));
+        let text = on_disk();
+        assert!(text.find("\"round\":2").unwrap() < text.find("\"message\"").unwrap());
+        t.event(&started(3));
+        assert!(!on_disk().contains("\"round\":3"));
+        drop((t, observer));
+        let text = std::fs::read_to_string(dir.join("s1.jsonl")).unwrap();
+        assert!(text.contains("\"round\":3"), "written at the end");
+        assert_eq!(read(&dir.join("s1.jsonl")).unwrap().warnings, []);
         let _ = std::fs::remove_dir_all(&dir);
     }
 
