@@ -4,6 +4,7 @@
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Child, ChildStdin, Stdio};
 use std::sync::mpsc::{Receiver, RecvTimeoutError, channel};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -19,6 +20,8 @@ struct AcpClient {
     updates: Vec<Value>,
     /// Responses that arrived while waiting for another id.
     parked: Vec<Value>,
+    /// Every line of stdout so far, in the order it came.
+    seen: Arc<Mutex<Vec<Value>>>,
     next_id: u64,
 }
 
@@ -33,11 +36,14 @@ impl AcpClient {
         let stdin = child.stdin.take().unwrap();
         let stdout = child.stdout.take().unwrap();
         let (tx, lines) = channel();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let record = seen.clone();
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
-                let value = serde_json::from_str(&line)
+                let value: Value = serde_json::from_str(&line)
                     .unwrap_or_else(|e| panic!("stdout carried a non-JSON line ({e}): {line}"));
+                record.lock().unwrap().push(value.clone());
                 if tx.send(value).is_err() {
                     break;
                 }
@@ -49,6 +55,7 @@ impl AcpClient {
             lines,
             updates: Vec::new(),
             parked: Vec::new(),
+            seen,
             next_id: 1,
         }
     }
@@ -1144,7 +1151,8 @@ fn a_session_open_elsewhere_is_refused() {
 // [T4] over ACP: a client's server that crashes in `_SessionStart` in every
 // process uses its three failures over three `sprout acp` processes of one
 // session (new, then loaded twice); the fourth load does not start it, does
-// not offer its tool, and tells the client why.
+// not offer its tool, and tells the client why, after the answer to
+// `session/load` (the update is held until the client knows the session).
 #[test]
 fn a_loaded_session_keeps_its_server_failures() {
     let scratch = Scratch::new("acp-failures");
@@ -1187,6 +1195,14 @@ fn a_loaded_session_keeps_its_server_failures() {
                 .contains("failed too often before this session was resumed")
         });
         assert_eq!(told, run == 3, "run {run}: {:#?}", client.updates);
+        if run == 3 {
+            let seen = client.seen.lock().unwrap().clone();
+            let at = |what: &dyn Fn(&Value) -> bool| seen.iter().position(what).unwrap();
+            // `session/load` is request 2, after `initialize`.
+            let answered = at(&|m| m["result"].is_object() && m["id"] == json!(2));
+            let why = at(&|m| m.to_string().contains("failed too often before"));
+            assert!(answered < why, "the update came first: {seen:#?}");
+        }
         assert!(client.finish().success());
     }
     let requests = fake.requests.lock().unwrap();

@@ -7,75 +7,283 @@
 //! start of the frame shows it (serde reads the top-level keys in order until
 //! the frame is cut), else under `null` as JSON-RPC asks.
 //!
-//! Out: one writer task owns stdout, fed through a bounded queue; it writes
-//! every line that is ready in one write, so a burst of updates costs one
-//! syscall, and order is kept.
+//! Out: one writer task owns stdout, fed through one buffer bounded in
+//! bytes ([`Out`]); each time it runs it writes everything queued in one
+//! write, so a burst of updates costs one syscall, and order is kept. It
+//! runs on the runtime's thread, when the task that queued lines next
+//! waits: queuing a line is a copy, never a syscall or a wake-up of
+//! another thread. Two kinds of line go in: the SDK's frames (responses,
+//! errors), which are never dropped, and our own `session/update`
+//! notifications, written here directly rather than through the SDK's
+//! unbounded queues. While the client does not read, updates queue up to
+//! [`MAX_QUEUED`]; beyond it, they still queue until the client has read
+//! nothing for [`STALL`] or [`HARD_MAX`] is queued, and from then on are
+//! dropped, counted, and said on stderr, never queued without end. The
+//! SDK's frames take the same buffer, so an update sent before a response
+//! is written before it; an update that must follow a response (those held
+//! until the client knows a new session) is released by the response's own
+//! frame passing ([`Out::after_response`]).
 //!
 //! Not here: what the messages mean (the SDK's job, and `serve`'s).
 
 use std::fmt;
 use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::Duration;
 
-use futures::{Sink, SinkExt, Stream, StreamExt};
+use futures::{Sink, Stream, StreamExt};
 use serde::de::{DeserializeSeed, IgnoredAny, MapAccess, Visitor};
 use serde_json::{Value, json};
 use tokio::io::AsyncWriteExt;
-use tokio::sync::mpsc;
+use tokio::sync::Notify;
+use tokio::time::Instant;
 use tokio_util::bytes::BytesMut;
 use tokio_util::codec::{Decoder, FramedRead, LinesCodec, LinesCodecError};
-use tokio_util::sync::PollSender;
-
-/// Frames that may wait for the writer.
-const OUTGOING_QUEUE: usize = 256;
-
-/// Most bytes the writer gathers into one write.
-const BATCH_BYTES: usize = 1 << 20;
 
 /// JSON-RPC's "Invalid Request" code.
 const INVALID_REQUEST: i64 = -32600;
 /// JSON-RPC's "Parse error" code.
 const PARSE_ERROR: i64 = -32700;
 
-/// The two halves of the wire, for the SDK: frames out, frames in; and the
-/// writer task, which ends once both halves are dropped and every queued
-/// frame is written (await it before exiting, or the last frames are lost).
+/// Bytes of updates that may wait for a client that reads slowly.
+pub(crate) const MAX_QUEUED: usize = 1 << 20;
+/// Bytes of updates that may wait at all: beyond them, updates are
+/// dropped at once.
+pub(crate) const HARD_MAX: usize = 16 << 20;
+/// How long the client may read nothing, with [`MAX_QUEUED`] waiting,
+/// before updates are dropped.
+pub(crate) const STALL: Duration = crate::stdout::JSON_STALL_BOUND;
+
+/// What runs once a response's frame is queued.
+type Release = Box<dyn FnOnce() + Send>;
+
+/// The bounds of an [`Out`] ([`MAX_QUEUED`], [`HARD_MAX`], [`STALL`] but
+/// in tests).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Bounds {
+    max: usize,
+    hard: usize,
+    stall: Duration,
+}
+
+impl Default for Bounds {
+    fn default() -> Bounds {
+        Bounds {
+            max: MAX_QUEUED,
+            hard: HARD_MAX,
+            stall: STALL,
+        }
+    }
+}
+
+#[derive(Default)]
+struct Queue {
+    /// Whole lines not yet taken by the writer.
+    bytes: Vec<u8>,
+    /// Since when more than the bound has waited with nothing taken.
+    behind_since: Option<Instant>,
+    /// Updates dropped, not yet said.
+    dropped: u64,
+    /// No more lines come; the writer writes what is queued and ends.
+    closed: bool,
+    /// Stdout is gone (the client closed it): nothing more is written.
+    broken: bool,
+}
+
+/// The agent's stdout: the queue, the writer's wake-up, and the releases
+/// waiting for the responses they follow.
+pub(crate) struct Out {
+    queue: Mutex<Queue>,
+    bounds: Bounds,
+    queued: Notify,
+    /// (the response's id, what to run once its frame is queued).
+    after: Mutex<Vec<(Value, Release)>>,
+    /// Whether `after` holds anything (the SDK's frames are only read for
+    /// their id then).
+    waiting: AtomicBool,
+    writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
+}
+
+impl Out {
+    /// Stdout through `sink`, written by a task of its own.
+    pub(crate) fn start(
+        sink: impl tokio::io::AsyncWrite + Send + Unpin + 'static,
+        bounds: Bounds,
+    ) -> Arc<Out> {
+        let out = Arc::new(Out {
+            queue: Mutex::default(),
+            bounds,
+            queued: Notify::new(),
+            after: Mutex::new(Vec::new()),
+            waiting: AtomicBool::new(false),
+            writer: Mutex::new(None),
+        });
+        let writer = tokio::spawn(write_out(out.clone(), sink));
+        *super::lock(&out.writer) = Some(writer);
+        out
+    }
+
+    /// Queues `line`, one of our notifications (its newline included), or
+    /// drops it (counted) while the client is stalled.
+    pub(crate) fn notify(&self, line: String) {
+        let Bounds { max, hard, stall } = self.bounds;
+        let mut queue = super::lock(&self.queue);
+        if queue.closed || queue.broken {
+            return;
+        }
+        // A line longer than the bound still goes in when nothing waits,
+        // so nothing is dropped only for being long.
+        if !queue.bytes.is_empty() && queue.bytes.len() + line.len() > max {
+            let since = *queue.behind_since.get_or_insert_with(Instant::now);
+            if since.elapsed() >= stall || queue.bytes.len() + line.len() > hard {
+                queue.dropped += 1;
+                return;
+            }
+        }
+        queue.bytes.extend_from_slice(line.as_bytes());
+        drop(queue);
+        self.queued.notify_one();
+    }
+
+    /// Queues one of the SDK's frames, or a reply to a bad frame: never
+    /// dropped. A release waiting for it runs right after.
+    fn frame(&self, line: &str) {
+        let release = if self.waiting.load(Ordering::Acquire) {
+            id_in(line.as_bytes()).and_then(|id| {
+                let mut after = super::lock(&self.after);
+                let found = after.iter().position(|(waited, _)| *waited == id)?;
+                let (_, release) = after.swap_remove(found);
+                self.waiting.store(!after.is_empty(), Ordering::Release);
+                Some(release)
+            })
+        } else {
+            None
+        };
+        let mut queue = super::lock(&self.queue);
+        if !queue.closed && !queue.broken {
+            queue.bytes.extend_from_slice(line.as_bytes());
+            queue.bytes.push(b'\n');
+        }
+        drop(queue);
+        self.queued.notify_one();
+        if let Some(release) = release {
+            release();
+        }
+    }
+
+    /// Runs `release` once the response to request `id` has been queued,
+    /// so that what it sends follows the response. Call it before the
+    /// response is sent.
+    pub(crate) fn after_response(&self, id: Value, release: impl FnOnce() + Send + 'static) {
+        let mut after = super::lock(&self.after);
+        after.push((id, Box::new(release)));
+        self.waiting.store(true, Ordering::Release);
+    }
+
+    /// Lets the writer write what is queued and waits for it, at most
+    /// `bound`; later lines are not written. Whether everything was.
+    pub(crate) async fn finish(&self, bound: Duration) -> bool {
+        super::lock(&self.queue).closed = true;
+        self.queued.notify_one();
+        let writer = super::lock(&self.writer).take();
+        match writer {
+            Some(writer) => tokio::time::timeout(bound, writer).await.is_ok(),
+            None => true,
+        }
+    }
+
+    /// The SDK's side of stdout.
+    fn sdk(self: &Arc<Self>) -> SdkFrames {
+        SdkFrames(self.clone())
+    }
+}
+
+/// The writer: takes everything queued at once and writes it in one go.
+async fn write_out(out: Arc<Out>, mut sink: impl tokio::io::AsyncWrite + Unpin) {
+    let mut batch = Vec::new();
+    loop {
+        let (dropped, closed) = {
+            let mut queue = super::lock(&out.queue);
+            std::mem::swap(&mut batch, &mut queue.bytes);
+            queue.behind_since = None;
+            (std::mem::take(&mut queue.dropped), queue.closed)
+        };
+        if dropped > 0 {
+            tracing::warn!(
+                "{dropped} session update(s) were not sent: the client read nothing for {} s",
+                out.bounds.stall.as_secs()
+            );
+        }
+        if batch.is_empty() {
+            if closed {
+                return;
+            }
+            out.queued.notified().await;
+            continue;
+        }
+        let written = sink.write_all(&batch).await;
+        let written = match written {
+            Ok(()) => sink.flush().await,
+            Err(e) => Err(e),
+        };
+        batch.clear();
+        if written.is_err() {
+            // The client closed stdout: nothing more can reach it.
+            let mut queue = super::lock(&out.queue);
+            queue.broken = true;
+            queue.bytes = Vec::new();
+            return;
+        }
+    }
+}
+
+/// The SDK's frames into [`Out`]: always ready, since they never wait.
+struct SdkFrames(Arc<Out>);
+
+impl Sink<String> for SdkFrames {
+    type Error = io::Error;
+
+    fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn start_send(self: Pin<&mut Self>, line: String) -> io::Result<()> {
+        self.0.frame(&line);
+        Ok(())
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn poll_close(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Poll::Ready(Ok(()))
+    }
+}
+
+/// The two halves of the wire, for the SDK: frames out, frames in; and
+/// [`Out`], for our own notifications and for the end (call
+/// [`Out::finish`] before exiting, or the last frames are lost).
 pub(crate) fn stdio(
     max_frame: usize,
 ) -> (
     impl Sink<String, Error = io::Error> + Send + Unpin + 'static,
     impl Stream<Item = io::Result<String>> + Send + Unpin + 'static,
-    tokio::task::JoinHandle<()>,
+    Arc<Out>,
 ) {
-    let (tx, rx) = mpsc::channel::<String>(OUTGOING_QUEUE);
     // When stdin and stdout are pipes (an editor spawned us), rmcp reopens
     // them as non-blocking pipes of our own, read and written by the
     // runtime's IO driver; tokio's own stdio would hand every read and write
     // to a blocking thread and back. A terminal or a file falls back to
     // tokio's stdio.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
-    let writer = tokio::spawn(write_lines(stdout, rx));
-    let outgoing = PollSender::new(tx.clone())
-        .sink_map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "stdout is closed"));
-    let incoming = read_frames(stdin, max_frame, tx);
-    (outgoing, incoming, writer)
-}
-
-/// Writes each frame as a line, gathering whatever is queued into one write.
-async fn write_lines(mut out: impl tokio::io::AsyncWrite + Unpin, mut rx: mpsc::Receiver<String>) {
-    let mut batch = Vec::new();
-    while let Some(first) = rx.recv().await {
-        batch.clear();
-        batch.extend_from_slice(first.as_bytes());
-        batch.push(b'\n');
-        while batch.len() < BATCH_BYTES {
-            let Ok(next) = rx.try_recv() else { break };
-            batch.extend_from_slice(next.as_bytes());
-            batch.push(b'\n');
-        }
-        if out.write_all(&batch).await.is_err() || out.flush().await.is_err() {
-            return;
-        }
-    }
+    let out = Out::start(stdout, Bounds::default());
+    let replies = out.clone();
+    let incoming = read_frames(stdin, max_frame, move |reply| replies.frame(&reply));
+    (out.sdk(), incoming, out)
 }
 
 /// One line of input, as [`Frames`] reads it.
@@ -133,11 +341,11 @@ impl Decoder for Frames {
 }
 
 /// The frames of `input` for the SDK: non-blank lines of at most `max`
-/// bytes. Bad frames are answered on `replies` and skipped.
+/// bytes. Bad frames are answered through `reply` and skipped.
 fn read_frames(
     input: impl tokio::io::AsyncRead + Send + Unpin + 'static,
     max: usize,
-    replies: mpsc::Sender<String>,
+    reply: impl Fn(String) + Send + 'static,
 ) -> impl Stream<Item = io::Result<String>> + Send + Unpin + 'static {
     let frames = FramedRead::new(
         input,
@@ -146,11 +354,11 @@ fn read_frames(
             max,
         },
     );
-    futures::stream::unfold((frames, replies), move |(mut frames, replies)| async move {
+    futures::stream::unfold((frames, reply), move |(mut frames, reply)| async move {
         loop {
             let answer = match frames.next().await? {
                 Ok(Frame::Line(line)) if line.trim().is_empty() => continue,
-                Ok(Frame::Line(line)) => return Some((Ok(line), (frames, replies))),
+                Ok(Frame::Line(line)) => return Some((Ok(line), (frames, reply))),
                 Ok(Frame::TooLong(id)) => error_frame(
                     id,
                     INVALID_REQUEST,
@@ -161,11 +369,9 @@ fn read_frames(
                 Ok(Frame::NotUtf8) => {
                     error_frame(None, PARSE_ERROR, "the frame is not UTF-8 and was dropped")
                 }
-                Err(e) => return Some((Err(e), (frames, replies))),
+                Err(e) => return Some((Err(e), (frames, reply))),
             };
-            if replies.send(answer).await.is_err() {
-                return None;
-            }
+            reply(answer);
         }
     })
     .boxed()
@@ -222,6 +428,7 @@ fn id_in(start: &[u8]) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    use super::super::lock;
     use super::*;
 
     #[test]
@@ -251,7 +458,7 @@ mod tests {
         }
     }
 
-    // Bad frames are answered on the reply queue and never reach the SDK;
+    // Bad frames are answered through the reply and never reach the SDK;
     // good ones pass in order, blank lines are skipped.
     #[tokio::test]
     async fn bad_frames_are_answered_and_skipped() {
@@ -262,18 +469,29 @@ mod tests {
         );
         input.extend_from_slice(b"\xff\xfe\n");
         input.extend_from_slice(b"{\"id\":2}\n");
-        let (tx, mut rx) = mpsc::channel(8);
+        let replies = Arc::new(Mutex::new(Vec::new()));
+        let into = replies.clone();
         // A live pipe, as stdin is: the input does not end with the data.
         let (mut writer, reader) = tokio::io::duplex(1 << 16);
-        writer.write_all(&input).await.unwrap();
-        let frames: Vec<String> = read_frames(reader, 32, tx)
+        tokio::io::AsyncWriteExt::write_all(&mut writer, &input)
+            .await
+            .unwrap();
+        let frames: Vec<String> = read_frames(reader, 32, move |r| into.lock().unwrap().push(r))
             .take(2)
             .map(|f| f.unwrap())
             .collect()
             .await;
         drop(writer);
         assert_eq!(frames, ["{\"id\":1}", "{\"id\":2}"]);
-        let too_big: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
+        let replies: Vec<Value> = replies
+            .lock()
+            .unwrap()
+            .iter()
+            .map(|r| serde_json::from_str(r).unwrap())
+            .collect();
+        let [too_big, not_utf8] = &replies[..] else {
+            panic!("two replies, not {replies:?}");
+        };
         assert_eq!(too_big["id"], 9);
         assert_eq!(too_big["error"]["code"], INVALID_REQUEST);
         assert!(
@@ -282,21 +500,107 @@ mod tests {
                 .unwrap()
                 .contains("over the 32-byte limit")
         );
-        let not_utf8: Value = serde_json::from_str(&rx.recv().await.unwrap()).unwrap();
         assert_eq!(not_utf8["id"], Value::Null);
         assert_eq!(not_utf8["error"]["code"], PARSE_ERROR);
     }
 
-    // Queued frames leave in order, each on a line of its own.
+    /// Everything `reader` gives until it ends.
+    async fn all_of(mut reader: tokio::io::DuplexStream) -> String {
+        let mut text = String::new();
+        tokio::io::AsyncReadExt::read_to_string(&mut reader, &mut text)
+            .await
+            .unwrap();
+        text
+    }
+
+    // The SDK's frames and our notifications leave in the order they were
+    // queued, each a line; a release waits for its response's frame (not
+    // another's), and what it sends follows that frame.
     #[tokio::test]
-    async fn the_writer_keeps_order_and_lines() {
-        let (tx, rx) = mpsc::channel(8);
-        for n in 0..3 {
-            tx.send(format!("{{\"n\":{n}}}")).await.unwrap();
+    async fn order_is_kept_and_a_release_follows_its_response() {
+        let (stdout, reader) = tokio::io::duplex(1 << 16);
+        let out = Out::start(stdout, Bounds::default());
+        let released = out.clone();
+        out.after_response(json!("new-1"), move || {
+            released.notify("{\"released\":true}\n".into());
+        });
+        out.notify("{\"n\":0}\n".into());
+        out.frame(r#"{"jsonrpc":"2.0","id":"new-2","result":{}}"#);
+        out.frame(r#"{"jsonrpc":"2.0","id":7,"result":{"x":"new-1"}}"#);
+        out.notify("{\"n\":1}\n".into());
+        out.frame(r#"{"jsonrpc":"2.0","id":"new-1","result":{}}"#);
+        out.frame(r#"{"jsonrpc":"2.0","id":"new-1","result":{}}"#);
+        assert!(out.finish(Duration::from_secs(10)).await);
+        drop(out);
+        let text = all_of(reader).await;
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines,
+            [
+                "{\"n\":0}",
+                r#"{"jsonrpc":"2.0","id":"new-2","result":{}}"#,
+                r#"{"jsonrpc":"2.0","id":7,"result":{"x":"new-1"}}"#,
+                "{\"n\":1}",
+                r#"{"jsonrpc":"2.0","id":"new-1","result":{}}"#,
+                "{\"released\":true}",
+                r#"{"jsonrpc":"2.0","id":"new-1","result":{}}"#,
+            ],
+            "released once, right after its response"
+        );
+    }
+
+    // A client that reads nothing: updates queue up to the bound and past
+    // it until the stall bound has passed (or the hard bound is reached),
+    // then are dropped; the SDK's frames are never dropped; once the
+    // client reads again, everything queued arrives in order.
+    #[tokio::test(start_paused = true)]
+    async fn a_client_that_reads_nothing_holds_a_bounded_queue() {
+        let bounds = Bounds {
+            max: 100,
+            hard: 300,
+            stall: Duration::from_secs(30),
+        };
+        // A pipe of 16 bytes: the writer's first write blocks at once.
+        let (stdout, mut reader) = tokio::io::duplex(16);
+        let out = Out::start(stdout, bounds);
+        let line = |n: usize| format!("{{\"n\":{n:02},\"pad\":\"{}\"}}\n", "x".repeat(30));
+        out.notify(line(0));
+        // The writer takes line 0 and blocks writing it.
+        tokio::task::yield_now().await;
+        for n in 1..=4 {
+            out.notify(line(n));
         }
-        drop(tx);
-        let mut out = Vec::new();
-        write_lines(&mut out, rx).await;
-        assert_eq!(out, b"{\"n\":0}\n{\"n\":1}\n{\"n\":2}\n");
+        assert_eq!(
+            lock(&out.queue).bytes.len(),
+            4 * line(0).len(),
+            "past the bound, not stalled yet"
+        );
+        tokio::time::advance(Duration::from_secs(31)).await;
+        out.notify(line(5));
+        out.frame("{\"id\":1,\"result\":{}}");
+        assert_eq!(lock(&out.queue).dropped, 1);
+        // Below the stall bound, the hard bound drops too.
+        let (fresh_stdout, _unread) = tokio::io::duplex(16);
+        let fresh = Out::start(fresh_stdout, bounds);
+        fresh.notify(line(0));
+        tokio::task::yield_now().await;
+        for n in 1..=9 {
+            fresh.notify(line(n));
+        }
+        assert!(lock(&fresh.queue).bytes.len() <= 300);
+        assert!(lock(&fresh.queue).dropped > 0);
+        // The client reads again: all that was queued, in order.
+        let reading = tokio::spawn(async move {
+            let mut text = String::new();
+            tokio::io::AsyncReadExt::read_to_string(&mut reader, &mut text)
+                .await
+                .unwrap();
+            text
+        });
+        assert!(out.finish(Duration::from_secs(60)).await);
+        drop(out);
+        let text = reading.await.unwrap();
+        let expected: String = (0..=4).map(line).collect::<String>() + "{\"id\":1,\"result\":{}}\n";
+        assert_eq!(text, expected);
     }
 }

@@ -33,8 +33,8 @@ const WRITER_DRAIN: Duration = Duration::from_secs(2);
 /// cancelled (a signal), then cancels what runs and stops every session's
 /// servers.
 pub(crate) async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<(), AcpError> {
-    let (outgoing, incoming, writer) = framing::stdio(config.max_frame_bytes);
-    let sessions = Sessions::new(config);
+    let (outgoing, incoming, out) = framing::stdio(config.max_frame_bytes);
+    let sessions = Sessions::new(config, out.clone());
     let transport = acp::Lines::new(outgoing, incoming);
     let builder = {
         let (new, load, prompt, close, cancel) = (
@@ -52,14 +52,16 @@ pub(crate) async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<
                 on_receive_request!(),
             )
             .on_receive_request(
-                async move |request: s::NewSessionRequest, responder, cx: ConnectionTo<Client>| {
-                    new_session(&new, request, responder, cx)
+                async move |request: s::NewSessionRequest, responder, _cx: ConnectionTo<Client>| {
+                    new_session(&new, request, responder)
                 },
                 on_receive_request!(),
             )
             .on_receive_request(
-                async move |request: s::LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
-                    load_session(&load, request, responder, cx)
+                async move |request: s::LoadSessionRequest,
+                            responder,
+                            _cx: ConnectionTo<Client>| {
+                    load_session(&load, request, responder)
                 },
                 on_receive_request!(),
             )
@@ -97,7 +99,7 @@ pub(crate) async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<
     // The transport is gone with the connection: the writer ends once what
     // is queued is written (bounded: a client that stopped reading does not
     // hold the exit).
-    let _ = tokio::time::timeout(WRITER_DRAIN, writer).await;
+    out.finish(WRITER_DRAIN).await;
     result
 }
 
@@ -122,13 +124,12 @@ fn load_session(
     sessions: &Arc<Sessions>,
     request: s::LoadSessionRequest,
     responder: Responder<s::LoadSessionResponse>,
-    cx: ConnectionTo<Client>,
 ) -> Result<(), acp::Error> {
     let table = sessions.clone();
     answer_when_started(
         sessions,
         responder,
-        async move { table.load(request, cx).await },
+        async move { table.load(request).await },
     );
     Ok(())
 }
@@ -138,30 +139,32 @@ fn new_session(
     sessions: &Arc<Sessions>,
     request: s::NewSessionRequest,
     responder: Responder<s::NewSessionResponse>,
-    cx: ConnectionTo<Client>,
 ) -> Result<(), acp::Error> {
     let table = sessions.clone();
     answer_when_started(
         sessions,
         responder,
-        async move { table.open(request, cx).await },
+        async move { table.open(request).await },
     );
     Ok(())
 }
 
 /// Runs `start` (a session's servers starting) as one of the table's tasks
 /// and answers with what it gives; the session's held updates (start-up
-/// events) go out after the answer, once the client knows the session.
+/// events) go out right after the answer's frame, once the client knows
+/// the session.
 fn answer_when_started<T: acp::JsonRpcResponse>(
     sessions: &Sessions,
     responder: Responder<T>,
     start: impl Future<Output = Result<(T, Arc<UpdateSink>), SessionError>> + Send + 'static,
 ) {
+    let out = sessions.out().clone();
     sessions.spawn(async move {
         match start.await {
             Ok((response, sink)) => {
+                let id = serde_json::to_value(responder.raw_id()).unwrap_or_default();
+                out.after_response(id, move || sink.release());
                 let _ = responder.respond(response);
-                sink.release();
             }
             Err(e) => {
                 let _ = responder.respond_with_error(e.into());

@@ -19,13 +19,14 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use agent_client_protocol::v1::{ConnectionTo, schema as s};
-use agent_client_protocol::{self as acp, Client};
+use agent_client_protocol::v1::schema as s;
+use agent_client_protocol::{self as acp};
 use agent_loop::{Agent, PromptOutcome};
 use hooks_core::{HookContext, ServerName, ServerNameError, SessionEndReason, SetupError};
 use hooks_mcp::{Host, ServerSpec, TransportSpec};
 use tokio_util::sync::CancellationToken;
 
+use super::framing::Out;
 use super::updates::UpdateSink;
 use super::{AcpConfig, lock};
 use crate::sessions::{LockError, SessionLock};
@@ -198,16 +199,24 @@ pub(super) struct Sessions {
     open: Mutex<HashMap<String, Arc<Session>>>,
     next_session: AtomicU64,
     tasks: Mutex<Vec<tokio::task::JoinHandle<()>>>,
+    /// Stdout, where every session's updates go.
+    out: Arc<Out>,
 }
 
 impl Sessions {
-    pub(super) fn new(config: AcpConfig) -> Arc<Sessions> {
+    pub(super) fn new(config: AcpConfig, out: Arc<Out>) -> Arc<Sessions> {
         Arc::new(Sessions {
             config,
+            out,
             open: Mutex::new(HashMap::new()),
             next_session: AtomicU64::new(1),
             tasks: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Stdout.
+    pub(super) fn out(&self) -> &Arc<Out> {
+        &self.out
     }
 
     /// Runs `task` as one of the table's, awaited at the end.
@@ -225,7 +234,6 @@ impl Sessions {
     pub(super) async fn open(
         &self,
         request: s::NewSessionRequest,
-        cx: ConnectionTo<Client>,
     ) -> Result<(s::NewSessionResponse, Arc<UpdateSink>), SessionError> {
         let n = self.next_session.fetch_add(1, Ordering::SeqCst);
         let id = match &self.config.save_in {
@@ -234,7 +242,7 @@ impl Sessions {
             None => format!("sprout-{n}"),
         };
         let (session_id, updates) = self
-            .start(&id, &request.cwd, &request.mcp_servers, cx, None)
+            .start(&id, &request.cwd, &request.mcp_servers, None)
             .await?;
         Ok((s::NewSessionResponse::new(session_id), updates))
     }
@@ -249,7 +257,6 @@ impl Sessions {
     pub(super) async fn load(
         &self,
         request: s::LoadSessionRequest,
-        cx: ConnectionTo<Client>,
     ) -> Result<(s::LoadSessionResponse, Arc<UpdateSink>), SessionError> {
         let id = request.session_id.0.to_string();
         if lock(&self.open).contains_key(&id) {
@@ -279,13 +286,7 @@ impl Sessions {
             why: e.to_string(),
         })?;
         let (_, updates) = self
-            .start(
-                &id,
-                &request.cwd,
-                &request.mcp_servers,
-                cx,
-                Some((saved, lock)),
-            )
+            .start(&id, &request.cwd, &request.mcp_servers, Some((saved, lock)))
             .await?;
         Ok((s::LoadSessionResponse::new(), updates))
     }
@@ -297,7 +298,6 @@ impl Sessions {
         id: &str,
         cwd: &Path,
         servers: &[s::McpServer],
-        cx: ConnectionTo<Client>,
         saved: Option<(agent_loop::transcript::SavedSession, SessionLock)>,
     ) -> Result<(s::SessionId, Arc<UpdateSink>), SessionError> {
         let (saved, mut held) = match saved {
@@ -318,7 +318,7 @@ impl Sessions {
             specs.push(spec);
         }
         let session_id = s::SessionId::new(id.to_owned());
-        let updates = UpdateSink::new(cx, session_id.clone());
+        let updates = UpdateSink::new(self.out.clone(), session_id.clone());
         let cwd = cwd.display().to_string();
         let sink = updates.clone().into_sink();
         let transcript = self.transcript(id, &cwd, saved.as_ref());

@@ -14,13 +14,14 @@
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
 
-use agent_client_protocol::v1::{ConnectionTo, schema as s};
-use agent_client_protocol::{self as acp, Client};
+use agent_client_protocol::v1::schema as s;
+use agent_client_protocol::{self as acp};
 use agent_loop::{AgentEvent, PromptOutcome};
 use hooks_core::{EndReason, Event, ServerName, StopReason};
 use serde::Serialize;
 use serde_json::{Value, json};
 
+use super::framing::Out;
 use super::lock;
 
 /// How long a hook round may run before the client is shown it in
@@ -39,6 +40,9 @@ struct RoundView {
     announced: bool,
     /// Lines the client has not seen yet.
     dirty: bool,
+    /// The task that shows the round in progress after a window, stopped
+    /// when it decides (so a fast round leaves no timer behind to fire).
+    watch: Option<tokio::task::AbortHandle>,
 }
 
 impl RoundView {
@@ -47,10 +51,11 @@ impl RoundView {
     }
 }
 
-/// Sends a session's events as `session/update` notifications; holds them
-/// back until [`UpdateSink::release`], so that start-up events (a server
-/// that failed to start) follow the `session/new` response that names the
-/// session.
+/// Sends a session's events as `session/update` notifications, each
+/// turned into its line here and queued on stdout directly ([`Out`]); holds
+/// them back until [`UpdateSink::release`], so that start-up events (a
+/// server that failed to start) follow the `session/new` response that
+/// names the session.
 ///
 /// A hook round is one tool call. A round that decides within
 /// [`ROUND_WINDOW`] is sent once, created already completed with every
@@ -58,22 +63,22 @@ impl RoundView {
 /// updated at most once a window, so a round costs O(1) messages when fast
 /// and never one message per server.
 pub(super) struct UpdateSink {
-    cx: ConnectionTo<Client>,
+    out: Arc<Out>,
     session: s::SessionId,
     /// Rounds not decided yet. Updates of a round are sent with this lock
     /// held, so the progress task and the decision cannot reorder them.
     rounds: Mutex<BTreeMap<u64, RoundView>>,
-    /// `Some` until released.
-    held: Mutex<Option<Vec<s::SessionUpdate>>>,
+    /// The lines held, `Some` until released.
+    held: Mutex<Option<Vec<String>>>,
     /// The current answer's text went out as it streamed, so the whole
     /// text that follows it is not sent again.
     streamed: std::sync::atomic::AtomicBool,
 }
 
 impl UpdateSink {
-    pub(super) fn new(cx: ConnectionTo<Client>, session: s::SessionId) -> Arc<UpdateSink> {
+    pub(super) fn new(out: Arc<Out>, session: s::SessionId) -> Arc<UpdateSink> {
         Arc::new(UpdateSink {
-            cx,
+            out,
             session,
             rounds: Mutex::default(),
             held: Mutex::new(Some(Vec::new())),
@@ -81,28 +86,60 @@ impl UpdateSink {
         })
     }
 
-    fn send(&self, update: s::SessionUpdate) {
-        let _ = self
-            .cx
-            .send_notification(s::SessionNotification::new(self.session.clone(), update));
-    }
-
-    /// Sends now, or holds until released.
-    fn emit(&self, update: s::SessionUpdate) {
-        let mut held = lock(&self.held);
-        match held.as_mut() {
-            Some(queue) => queue.push(update),
-            None => {
-                drop(held);
-                self.send(update);
+    /// `update` as a `session/update` notification's line, newline
+    /// included.
+    fn line(&self, update: s::SessionUpdate) -> Option<String> {
+        #[derive(Serialize)]
+        struct Notification<'a> {
+            jsonrpc: &'static str,
+            method: &'static str,
+            params: &'a s::SessionNotification,
+        }
+        let params = s::SessionNotification::new(self.session.clone(), update);
+        let notification = Notification {
+            jsonrpc: "2.0",
+            method: "session/update",
+            params: &params,
+        };
+        match serde_json::to_string(&notification) {
+            Ok(mut line) => {
+                line.push('\n');
+                Some(line)
+            }
+            Err(e) => {
+                tracing::warn!("cannot send an update of session {}: {e}", self.session);
+                None
             }
         }
     }
 
+    fn send(&self, update: s::SessionUpdate) {
+        if let Some(line) = self.line(update) {
+            self.out.notify(line);
+        }
+    }
+
+    /// Sends now, or holds until released.
+    fn emit(&self, update: s::SessionUpdate) {
+        let Some(line) = self.line(update) else {
+            return;
+        };
+        let mut held = lock(&self.held);
+        match held.as_mut() {
+            Some(queue) => queue.push(line),
+            None => {
+                drop(held);
+                self.out.notify(line);
+            }
+        }
+    }
+
+    /// Sends what was held, and from now on sends at once. The lock is held
+    /// throughout, so that nothing sent meanwhile overtakes what was held.
     pub(super) fn release(&self) {
-        let held = lock(&self.held).take().unwrap_or_default();
-        for update in held {
-            self.send(update);
+        let mut held = lock(&self.held);
+        for line in held.take().unwrap_or_default() {
+            self.out.notify(line);
         }
     }
 
@@ -200,9 +237,14 @@ impl UpdateSink {
                     events: vec![detail()],
                     announced: false,
                     dirty: false,
+                    watch: None,
                 };
-                lock(&self.rounds).insert(round.0, view);
-                self.clone().watch_round(round.0);
+                let mut rounds = lock(&self.rounds);
+                rounds.insert(round.0, view);
+                let watch = self.clone().watch_round(round.0);
+                if let Some(view) = rounds.get_mut(&round.0) {
+                    view.watch = Some(watch);
+                }
                 true
             }
             Event::HookCalled {
@@ -233,6 +275,9 @@ impl UpdateSink {
                 let Some(mut view) = rounds.remove(&round.0) else {
                     return true;
                 };
+                if let Some(watch) = view.watch.take() {
+                    watch.abort();
+                }
                 view.lines.push(decision_summary(decision));
                 let detail = detail();
                 view.events.push(detail.clone());
@@ -272,7 +317,7 @@ impl UpdateSink {
 
     /// Shows a round still running after a window, then its new lines at
     /// most once a window, until it is decided.
-    fn watch_round(self: Arc<Self>, round: u64) {
+    fn watch_round(self: Arc<Self>, round: u64) -> tokio::task::AbortHandle {
         tokio::spawn(async move {
             loop {
                 tokio::time::sleep(ROUND_WINDOW).await;
@@ -300,7 +345,8 @@ impl UpdateSink {
                     ));
                 }
             }
-        });
+        })
+        .abort_handle()
     }
 }
 

@@ -29,10 +29,6 @@ use crate::{Stats, stats, stats_us, us};
 /// How long any one answer from `sprout acp` may take before the run fails.
 const PATIENCE: Duration = Duration::from_secs(60);
 
-/// Linux reports process CPU time in ticks of 1/100 s (`USER_HZ`, fixed by
-/// the kernel's ABI whatever the kernel's own tick).
-const MICROS_PER_TICK: f64 = 10_000.0;
-
 /// Prompts per session in a profile run ([`Surface::profile`]), about
 /// as many as a session of figure 8 is given.
 const PROFILE_SESSION: usize = 400;
@@ -556,24 +552,14 @@ impl Acp {
         })
     }
 
-    /// User plus system CPU time of the `sprout acp` process (every thread,
-    /// not its children), in µs, from /proc/PID/stat.
+    /// The CPU time the agent process has used so far (all its threads,
+    /// not its children), in µs, from `/proc/PID/task/*/schedstat`
+    /// (nanoseconds, where `/proc/PID/stat` counts 10 ms ticks).
     fn cpu(&self) -> Result<f64, String> {
-        let path = format!("/proc/{}/stat", self.child.id());
-        let stat = std::fs::read_to_string(&path).map_err(|e| format!("{path}: {e}"))?;
-        // Fields after the command name (which may hold spaces) start at
-        // the state, field 3; utime and stime are fields 14 and 15.
-        let fields: Vec<&str> = stat
-            .rsplit_once(')')
-            .map(|(_, rest)| rest.split_whitespace().collect())
-            .unwrap_or_default();
-        let field = |i: usize| -> Result<f64, String> {
-            fields
-                .get(i - 3)
-                .and_then(|v| v.parse::<f64>().ok())
-                .ok_or_else(|| format!("{path}: no field {i} in {stat:?}"))
-        };
-        Ok((field(14)? + field(15)?) * MICROS_PER_TICK)
+        match crate::cpu_ns(self.child.id()) {
+            0 => Err(format!("no CPU time for pid {} in /proc", self.child.id())),
+            ns => Ok(ns as f64 / 1000.0),
+        }
     }
 
     /// Closes stdin and waits (up to 10 s) for the process to exit.
