@@ -19,6 +19,7 @@ use agent_client_protocol::{self as acp};
 use agent_loop::{AgentEvent, PromptOutcome};
 use hooks_core::{EndReason, Event, ServerName, StopReason};
 use serde::Serialize;
+use serde_json::value::RawValue;
 use serde_json::{Value, json};
 
 use super::framing::Out;
@@ -34,8 +35,9 @@ struct RoundView {
     raw_input: Value,
     /// One line per server's outcome so far.
     lines: Vec<String>,
-    /// Every event of the round so far, for `_meta["sprout/events"]`.
-    events: Vec<Value>,
+    /// Every event of the round so far, as JSON, for
+    /// `_meta["sprout/events"]`.
+    events: Vec<Box<RawValue>>,
     /// Whether the client was sent the tool call yet.
     announced: bool,
     /// Lines the client has not seen yet.
@@ -87,19 +89,16 @@ impl UpdateSink {
     }
 
     /// `update` as a `session/update` notification's line, newline
-    /// included.
-    fn line(&self, update: s::SessionUpdate) -> Option<String> {
-        #[derive(Serialize)]
-        struct Notification<'a> {
-            jsonrpc: &'static str,
-            method: &'static str,
-            params: &'a s::SessionNotification,
-        }
-        let params = s::SessionNotification::new(self.session.clone(), update);
+    /// included, with `meta` as the update's `_meta` (a round's events, put
+    /// in as the JSON they already are).
+    fn line(&self, update: &s::SessionUpdate, meta: Option<&RoundMeta<'_>>) -> Option<String> {
         let notification = Notification {
             jsonrpc: "2.0",
             method: "session/update",
-            params: &params,
+            params: Params {
+                session_id: &self.session,
+                update: Update { update, meta },
+            },
         };
         match serde_json::to_string(&notification) {
             Ok(mut line) => {
@@ -114,14 +113,19 @@ impl UpdateSink {
     }
 
     fn send(&self, update: s::SessionUpdate) {
-        if let Some(line) = self.line(update) {
+        if let Some(line) = self.line(&update, None) {
             self.out.notify(line);
         }
     }
 
     /// Sends now, or holds until released.
     fn emit(&self, update: s::SessionUpdate) {
-        let Some(line) = self.line(update) else {
+        self.emit_with(&update, None);
+    }
+
+    /// As [`UpdateSink::emit`], with a round's `_meta`.
+    fn emit_with(&self, update: &s::SessionUpdate, meta: Option<&RoundMeta<'_>>) {
+        let Some(line) = self.line(update, meta) else {
             return;
         };
         let mut held = lock(&self.held);
@@ -216,7 +220,8 @@ impl UpdateSink {
     /// Folds a hook round's event into its view; false for other events.
     fn round_event(self: &Arc<Self>, event: &Event) -> bool {
         // Each event is turned into JSON once, and only if it is a round's.
-        let detail = || serde_json::to_value(event).unwrap_or(Value::Null);
+        let detail =
+            || serde_json::value::to_raw_value(event).unwrap_or_else(|_| RawValue::NULL.to_owned());
         match event {
             Event::RoundStarted {
                 round,
@@ -280,23 +285,16 @@ impl UpdateSink {
                 }
                 view.lines.push(decision_summary(decision));
                 let detail = detail();
-                view.events.push(detail.clone());
-                let mut meta = serde_json::Map::new();
-                meta.insert("sprout/event".into(), detail);
-                // The round is over: its events move into the message.
-                meta.insert(
-                    "sprout/events".into(),
-                    Value::Array(std::mem::take(&mut view.events)),
-                );
                 let raw_output = serde_json::to_value(decision).unwrap_or(Value::Null);
                 let update = if view.announced {
                     let fields = s::ToolCallUpdateFields::new()
                         .status(s::ToolCallStatus::Completed)
                         .content(view.content())
                         .raw_output(raw_output);
-                    s::SessionUpdate::ToolCallUpdate(
-                        s::ToolCallUpdate::new(round_id(round.0), fields).meta(meta),
-                    )
+                    s::SessionUpdate::ToolCallUpdate(s::ToolCallUpdate::new(
+                        round_id(round.0),
+                        fields,
+                    ))
                 } else {
                     s::SessionUpdate::ToolCall(
                         s::ToolCall::new(round_id(round.0), view.title.clone())
@@ -304,11 +302,15 @@ impl UpdateSink {
                             .status(s::ToolCallStatus::Completed)
                             .raw_input(view.raw_input.clone())
                             .content(view.content())
-                            .raw_output(raw_output)
-                            .meta(meta),
+                            .raw_output(raw_output),
                     )
                 };
-                self.emit(update);
+                view.events.push(detail);
+                let meta = RoundMeta {
+                    event: view.events.last().map(|e| &**e),
+                    events: &view.events,
+                };
+                self.emit_with(&update, Some(&meta));
                 true
             }
             _ => false,
@@ -325,8 +327,10 @@ impl UpdateSink {
                 let Some(view) = rounds.get_mut(&round) else {
                     return;
                 };
-                let mut meta = serde_json::Map::new();
-                meta.insert("sprout/events".into(), Value::Array(view.events.clone()));
+                let meta = RoundMeta {
+                    event: None,
+                    events: &view.events,
+                };
                 if !view.announced {
                     view.announced = true;
                     view.dirty = false;
@@ -334,20 +338,54 @@ impl UpdateSink {
                         .kind(s::ToolKind::Think)
                         .status(s::ToolCallStatus::InProgress)
                         .raw_input(view.raw_input.clone())
-                        .content(view.content())
-                        .meta(meta);
-                    self.emit(s::SessionUpdate::ToolCall(call));
+                        .content(view.content());
+                    self.emit_with(&s::SessionUpdate::ToolCall(call), Some(&meta));
                 } else if view.dirty {
                     view.dirty = false;
                     let fields = s::ToolCallUpdateFields::new().content(view.content());
-                    self.emit(s::SessionUpdate::ToolCallUpdate(
-                        s::ToolCallUpdate::new(round_id(round), fields).meta(meta),
-                    ));
+                    let update = s::ToolCallUpdate::new(round_id(round), fields);
+                    self.emit_with(&s::SessionUpdate::ToolCallUpdate(update), Some(&meta));
                 }
             }
         })
         .abort_handle()
     }
+}
+
+/// A `session/update` notification as it is written: the SDK's
+/// `SessionNotification`, field for field, but for the update's `_meta`.
+#[derive(Serialize)]
+struct Notification<'a> {
+    jsonrpc: &'static str,
+    method: &'static str,
+    params: Params<'a>,
+}
+
+#[derive(Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Params<'a> {
+    session_id: &'a s::SessionId,
+    update: Update<'a>,
+}
+
+/// An update and, for a hook round's, its `_meta` (the typed update has
+/// none then).
+#[derive(Serialize)]
+struct Update<'a> {
+    #[serde(flatten)]
+    update: &'a s::SessionUpdate,
+    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+    meta: Option<&'a RoundMeta<'a>>,
+}
+
+/// A hook round's `_meta`: the event just folded in (its decision) and
+/// every event of the round so far.
+#[derive(Serialize)]
+struct RoundMeta<'a> {
+    #[serde(rename = "sprout/event", skip_serializing_if = "Option::is_none")]
+    event: Option<&'a RawValue>,
+    #[serde(rename = "sprout/events")]
+    events: &'a [Box<RawValue>],
 }
 
 fn meta_of(event: &(impl Serialize + ?Sized)) -> serde_json::Map<String, Value> {
@@ -478,4 +516,78 @@ pub(super) fn prompt_response(outcome: &PromptOutcome) -> Result<s::PromptRespon
         json!({"reason": outcome.reason.as_str(), "detail": outcome.detail, "rounds": outcome.rounds}),
     );
     Ok(s::PromptResponse::new(stop).meta(meta))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `update` with `meta` as we write it, and as the SDK's own types
+    /// write it (the meta rebuilt as `Value`s), as text.
+    fn both(update: s::SessionUpdate, meta: Option<&RoundMeta<'_>>) -> (String, String) {
+        let session = s::SessionId::new("s-1");
+        let ours = serde_json::to_string(&Notification {
+            jsonrpc: "2.0",
+            method: "session/update",
+            params: Params {
+                session_id: &session,
+                update: Update {
+                    update: &update,
+                    meta,
+                },
+            },
+        })
+        .unwrap();
+        let typed = match (update, meta) {
+            (s::SessionUpdate::ToolCall(call), Some(meta)) => {
+                let serde_json::Value::Object(map) = serde_json::to_value(meta).unwrap() else {
+                    panic!("meta is an object");
+                };
+                s::SessionUpdate::ToolCall(call.meta(map))
+            }
+            (update, _) => update,
+        };
+        let sdk = json!({
+            "jsonrpc": "2.0",
+            "method": "session/update",
+            "params": s::SessionNotification::new(session, typed),
+        });
+        (ours, sdk.to_string())
+    }
+
+    // Our lines are what the SDK's types would write: the same JSON, with
+    // a round's events in `_meta` once (not a second `_meta` key beside a
+    // null one), and other updates' own `_meta` untouched.
+    #[test]
+    fn our_lines_are_the_sdks_notifications() {
+        let events: Vec<Box<RawValue>> = [
+            r#"{"event":"round_started","round":1}"#,
+            r#"{"event":"decided","round":1}"#,
+        ]
+        .iter()
+        .map(|e| RawValue::from_string((*e).to_owned()).unwrap())
+        .collect();
+        let meta = RoundMeta {
+            event: events.last().map(|e| &**e),
+            events: &events,
+        };
+        let call = s::ToolCall::new(round_id(1), "_Stop hook: asking a")
+            .kind(s::ToolKind::Think)
+            .status(s::ToolCallStatus::Completed)
+            .content(vec!["a: empty (0 ms)".to_owned().into()]);
+        let (ours, sdk) = both(s::SessionUpdate::ToolCall(call), Some(&meta));
+        assert_eq!(ours.matches("\"_meta\"").count(), 1, "{ours}");
+        let parsed = |t: &str| serde_json::from_str::<Value>(t).unwrap();
+        assert_eq!(parsed(&ours), parsed(&sdk), "{ours}\n{sdk}");
+        assert_eq!(
+            parsed(&ours)["params"]["update"]["_meta"]["sprout/events"][1]["event"],
+            "decided"
+        );
+        let thought = s::SessionUpdate::AgentThoughtChunk(
+            s::ContentChunk::new("[sprout] warning".to_owned().into())
+                .meta(meta_of(&json!({"event": "warning"}))),
+        );
+        let (ours, sdk) = both(thought, None);
+        assert_eq!(parsed(&ours), parsed(&sdk), "{ours}\n{sdk}");
+    }
 }
