@@ -11,9 +11,12 @@
 //! it happens, but for the events of a hook round that has not decided yet
 //! (its start and each server's answer): those wait in the process and go
 //! out with the round's decision, in the same write, so that a round costs
-//! one write however many servers it asks. A crash or a kill loses at most
-//! the record in flight and the events of a round still undecided (the
-//! kernel has the rest; a power cut is another matter).
+//! one write however many servers it asks (a round that never decides has
+//! its events written with the next record, or when the session's last
+//! handle goes). A crash or a kill loses at most the write in flight (one
+//! record, or a round's events with its decision) and the events of a round
+//! still undecided (the kernel has the rest; a power cut is another
+//! matter).
 //!
 //! Reading is forgiving: a torn last line or a bad line ends the reading
 //! there, with a [`ReadWarning`] naming the file and line, and the history

@@ -7,22 +7,25 @@
 //! start of the frame shows it (serde reads the top-level keys in order until
 //! the frame is cut), else under `null` as JSON-RPC asks.
 //!
-//! Out: one writer task owns stdout, fed through one buffer bounded in
-//! bytes ([`Out`]); each time it runs it writes everything queued in one
-//! write, so a burst of updates costs one syscall, and order is kept. It
-//! runs on the runtime's thread, when the task that queued lines next
-//! waits: queuing a line is a copy, never a syscall or a wake-up of
-//! another thread. Two kinds of line go in: the SDK's frames (responses,
-//! errors), which are never dropped, and our own `session/update`
+//! Out: one writer task owns stdout, fed through one buffer ([`Out`]);
+//! each time it runs it writes everything queued in one write, so a burst
+//! of updates costs one syscall, and order is kept. It runs on the
+//! runtime's thread, when the task that queued lines next waits: queuing a
+//! line is a copy, never a syscall or a wake-up of another thread. Two
+//! kinds of line go in: the SDK's frames (responses, errors), which are
+//! never dropped (there is one per request), and our own `session/update`
 //! notifications, written here directly rather than through the SDK's
-//! unbounded queues. While the client does not read, updates queue up to
-//! [`MAX_QUEUED`]; beyond it, they still queue until the client has read
-//! nothing for [`STALL`] or [`HARD_MAX`] is queued, and from then on are
-//! dropped, counted, and said on stderr, never queued without end. The
-//! SDK's frames take the same buffer, so an update sent before a response
-//! is written before it; an update that must follow a response (those held
-//! until the client knows a new session) is released by the response's own
-//! frame passing ([`Out::after_response`]).
+//! unbounded queues. Those are bounded: while the client does not read,
+//! they queue up to [`MAX_QUEUED`]; beyond it, they still queue until
+//! [`STALL`] has passed since the queue went past the bound with the writer
+//! taking nothing, or [`HARD_MAX`] is queued, and from then on are dropped,
+//! counted, and said on stderr. (A loaded session's history is replayed
+//! whole, never dropped: it is bounded by the history in memory.) Once the
+//! client closes stdout, the SDK's connection ends with it. An update sent
+//! before a response is written before it, as both take this buffer and
+//! the response passes the SDK's queues after; an update that must follow a
+//! response (those held until the client knows a new or loaded session) is
+//! released by the response's own frame passing ([`Out::after_response`]).
 //!
 //! Not here: what the messages mean (the SDK's job, and `serve`'s).
 
@@ -148,14 +151,27 @@ impl Out {
         self.queued.notify_one();
     }
 
+    /// Queues `line`, one of our notifications (its newline included),
+    /// whatever is queued: for a loaded session's history, which is
+    /// replayed at once (the writer cannot drain meanwhile) and is bounded
+    /// by the history in memory.
+    pub(crate) fn notify_always(&self, line: &str) {
+        let mut queue = super::lock(&self.queue);
+        if !queue.closed && !queue.broken {
+            queue.bytes.extend_from_slice(line.as_bytes());
+        }
+        drop(queue);
+        self.queued.notify_one();
+    }
+
     /// Queues one of the SDK's frames, or a reply to a bad frame: never
     /// dropped. A release waiting for it runs right after.
     fn frame(&self, line: &str) {
         let release = if self.waiting.load(Ordering::Acquire) {
-            id_in(line.as_bytes()).and_then(|id| {
+            top_level_id(line.as_bytes()).and_then(|id| {
                 let mut after = super::lock(&self.after);
                 let found = after.iter().position(|(waited, _)| *waited == id)?;
-                let (_, release) = after.swap_remove(found);
+                let (_, release) = after.remove(found);
                 self.waiting.store(!after.is_empty(), Ordering::Release);
                 Some(release)
             })
@@ -183,16 +199,50 @@ impl Out {
         self.waiting.store(true, Ordering::Release);
     }
 
+    /// Runs now the release waiting for the response to `id`, if any:
+    /// for a response that could not be sent.
+    pub(crate) fn release_now(&self, id: &Value) {
+        let release = {
+            let mut after = super::lock(&self.after);
+            let found = after.iter().position(|(waited, _)| waited == id);
+            let release = found.map(|i| after.remove(i).1);
+            self.waiting.store(!after.is_empty(), Ordering::Release);
+            release
+        };
+        if let Some(release) = release {
+            release();
+        }
+    }
+
+    /// Whether the client closed stdout.
+    fn broken(&self) -> bool {
+        super::lock(&self.queue).broken
+    }
+
     /// Lets the writer write what is queued and waits for it, at most
     /// `bound`; later lines are not written. Whether everything was.
     pub(crate) async fn finish(&self, bound: Duration) -> bool {
         super::lock(&self.queue).closed = true;
         self.queued.notify_one();
         let writer = super::lock(&self.writer).take();
-        match writer {
+        let ended = match writer {
             Some(writer) => tokio::time::timeout(bound, writer).await.is_ok(),
             None => true,
+        };
+        let queue = super::lock(&self.queue);
+        ended && !queue.broken && queue.dropped == 0
+    }
+
+    /// An error once the client has closed stdout: the SDK's connection
+    /// ends with it, as the client is gone.
+    fn closed_error(&self) -> io::Result<()> {
+        if self.broken() {
+            return Err(io::Error::new(
+                io::ErrorKind::BrokenPipe,
+                "the client closed stdout",
+            ));
         }
+        Ok(())
     }
 
     /// The SDK's side of stdout.
@@ -213,7 +263,9 @@ async fn write_out(out: Arc<Out>, mut sink: impl tokio::io::AsyncWrite + Unpin) 
         };
         if dropped > 0 {
             tracing::warn!(
-                "{dropped} session update(s) were not sent: the client read nothing for {} s",
+                "{dropped} session update(s) were not sent: the client was not reading \
+                 stdout ({} MiB were waiting, or nothing was read for {} s)",
+                out.bounds.hard >> 20,
                 out.bounds.stall.as_secs()
             );
         }
@@ -230,6 +282,10 @@ async fn write_out(out: Arc<Out>, mut sink: impl tokio::io::AsyncWrite + Unpin) 
             Err(e) => Err(e),
         };
         batch.clear();
+        // A burst's memory is not kept for good.
+        if batch.capacity() > out.bounds.max {
+            batch = Vec::new();
+        }
         if written.is_err() {
             // The client closed stdout: nothing more can reach it.
             let mut queue = super::lock(&out.queue);
@@ -247,10 +303,11 @@ impl Sink<String> for SdkFrames {
     type Error = io::Error;
 
     fn poll_ready(self: Pin<&mut Self>, _: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Poll::Ready(Ok(()))
+        Poll::Ready(self.0.closed_error())
     }
 
     fn start_send(self: Pin<&mut Self>, line: String) -> io::Result<()> {
+        self.0.closed_error()?;
         self.0.frame(&line);
         Ok(())
     }
@@ -389,7 +446,7 @@ fn error_frame(id: Option<Value>, code: i64, message: &str) -> String {
 /// The top-level `"id"` of a JSON object (a number or a string), read from
 /// `start`, a frame that may be cut anywhere: serde reads the object's keys
 /// in order and stops at `id` or where the text ends.
-fn id_in(start: &[u8]) -> Option<Value> {
+fn top_level_id(start: &[u8]) -> Option<Value> {
     struct TopLevelId<'a>(&'a mut Option<Value>);
 
     impl<'de> DeserializeSeed<'de> for TopLevelId<'_> {
@@ -423,7 +480,13 @@ fn id_in(start: &[u8]) -> Option<Value> {
     let mut reader = serde_json::Deserializer::from_slice(start);
     // A cut frame ends in an error; what was read before it stands.
     let _ = TopLevelId(&mut found).deserialize(&mut reader);
-    found.filter(|id| id.is_number() || id.is_string())
+    found
+}
+
+/// [`top_level_id`], when it is one a reply can carry: a number or a
+/// string.
+fn id_in(start: &[u8]) -> Option<Value> {
+    top_level_id(start).filter(|id| id.is_number() || id.is_string())
 }
 
 #[cfg(test)]
@@ -578,6 +641,8 @@ mod tests {
         tokio::time::advance(Duration::from_secs(31)).await;
         out.notify(line(5));
         out.frame("{\"id\":1,\"result\":{}}");
+        // A loaded session's history is replayed whole.
+        out.notify_always(&line(6));
         assert_eq!(lock(&out.queue).dropped, 1);
         // Below the stall bound, the hard bound drops too.
         let (fresh_stdout, _unread) = tokio::io::duplex(16);
@@ -600,7 +665,57 @@ mod tests {
         assert!(out.finish(Duration::from_secs(60)).await);
         drop(out);
         let text = reading.await.unwrap();
-        let expected: String = (0..=4).map(line).collect::<String>() + "{\"id\":1,\"result\":{}}\n";
+        let expected: String =
+            (0..=4).map(line).collect::<String>() + "{\"id\":1,\"result\":{}}\n" + &line(6);
         assert_eq!(text, expected);
+    }
+
+    // A release also waits for a null id; one whose response could not be
+    // sent runs at once, and only once.
+    #[tokio::test]
+    async fn releases_for_null_ids_and_unsent_responses() {
+        let (stdout, reader) = tokio::io::duplex(1 << 16);
+        let out = Out::start(stdout, Bounds::default());
+        let runs = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        for id in [json!(null), json!(5)] {
+            let runs = runs.clone();
+            out.after_response(id, move || {
+                runs.fetch_add(1, Ordering::SeqCst);
+            });
+        }
+        out.frame(r#"{"jsonrpc":"2.0","id":null,"result":{}}"#);
+        assert_eq!(runs.load(Ordering::SeqCst), 1);
+        out.release_now(&json!(5));
+        out.release_now(&json!(5));
+        assert_eq!(runs.load(Ordering::SeqCst), 2);
+        assert!(!out.waiting.load(Ordering::SeqCst));
+        assert!(out.finish(Duration::from_secs(10)).await);
+        drop(out);
+        assert_eq!(all_of(reader).await.lines().count(), 1);
+    }
+
+    // Once the client has closed stdout, the SDK's side fails, so its
+    // connection ends (the client is gone), and the end says not all was
+    // written.
+    #[tokio::test]
+    async fn a_closed_stdout_ends_the_sdks_side() {
+        use futures::SinkExt;
+        let (stdout, reader) = tokio::io::duplex(64);
+        drop(reader);
+        let out = Out::start(stdout, Bounds::default());
+        let mut sdk = out.sdk();
+        sdk.send("{\"id\":1,\"result\":{}}".to_owned())
+            .await
+            .unwrap();
+        for _ in 0..10_000 {
+            if out.broken() {
+                break;
+            }
+            tokio::task::yield_now().await;
+        }
+        assert!(out.broken(), "the writer saw the closed pipe");
+        let refused = sdk.send("{\"id\":2,\"result\":{}}".to_owned()).await;
+        assert_eq!(refused.unwrap_err().kind(), io::ErrorKind::BrokenPipe);
+        assert!(!out.finish(Duration::from_secs(10)).await);
     }
 }

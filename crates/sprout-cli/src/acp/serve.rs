@@ -163,8 +163,11 @@ fn answer_when_started<T: acp::JsonRpcResponse>(
         match start.await {
             Ok((response, sink)) => {
                 let id = serde_json::to_value(responder.raw_id()).unwrap_or_default();
-                out.after_response(id, move || sink.release());
-                let _ = responder.respond(response);
+                out.after_response(id.clone(), move || sink.release());
+                if responder.respond(response).is_err() {
+                    // No answer goes out to release them after.
+                    out.release_now(&id);
+                }
             }
             Err(e) => {
                 let _ = responder.respond_with_error(e.into());

@@ -112,9 +112,10 @@ impl UpdateSink {
         }
     }
 
+    /// Sends a replayed history's update, never dropped.
     fn send(&self, update: s::SessionUpdate) {
         if let Some(line) = self.line(&update, None) {
-            self.out.notify(line);
+            self.out.notify_always(&line);
         }
     }
 
