@@ -90,6 +90,8 @@ struct Queue {
     behind_since: Option<Instant>,
     /// Updates dropped, not yet said.
     dropped: u64,
+    /// Whether any update was ever dropped.
+    lost: bool,
     /// No more lines come; the writer writes what is queued and ends.
     closed: bool,
     /// Stdout is gone (the client closed it): nothing more is written.
@@ -143,6 +145,7 @@ impl Out {
             let since = *queue.behind_since.get_or_insert_with(Instant::now);
             if since.elapsed() >= stall || queue.bytes.len() + line.len() > hard {
                 queue.dropped += 1;
+                queue.lost = true;
                 return;
             }
         }
@@ -229,8 +232,11 @@ impl Out {
             Some(writer) => tokio::time::timeout(bound, writer).await.is_ok(),
             None => true,
         };
-        let queue = super::lock(&self.queue);
-        ended && !queue.broken && queue.dropped == 0
+        let mut queue = super::lock(&self.queue);
+        // Drops the writer did not live to say (a client that never read
+        // again) are said now.
+        report_dropped(std::mem::take(&mut queue.dropped), self.bounds);
+        ended && !queue.broken && !queue.lost
     }
 
     /// An error once the client has closed stdout: the SDK's connection
@@ -251,6 +257,18 @@ impl Out {
     }
 }
 
+/// Says on stderr that `dropped` updates were not sent, if any were.
+fn report_dropped(dropped: u64, bounds: Bounds) {
+    if dropped > 0 {
+        tracing::warn!(
+            "{dropped} session update(s) were not sent: the client was not reading \
+             stdout ({} MiB were waiting, or nothing was read for {} s)",
+            bounds.hard >> 20,
+            bounds.stall.as_secs()
+        );
+    }
+}
+
 /// The writer: takes everything queued at once and writes it in one go.
 async fn write_out(out: Arc<Out>, mut sink: impl tokio::io::AsyncWrite + Unpin) {
     let mut batch = Vec::new();
@@ -261,14 +279,7 @@ async fn write_out(out: Arc<Out>, mut sink: impl tokio::io::AsyncWrite + Unpin) 
             queue.behind_since = None;
             (std::mem::take(&mut queue.dropped), queue.closed)
         };
-        if dropped > 0 {
-            tracing::warn!(
-                "{dropped} session update(s) were not sent: the client was not reading \
-                 stdout ({} MiB were waiting, or nothing was read for {} s)",
-                out.bounds.hard >> 20,
-                out.bounds.stall.as_secs()
-            );
-        }
+        report_dropped(dropped, out.bounds);
         if batch.is_empty() {
             if closed {
                 return;
@@ -654,6 +665,10 @@ mod tests {
         }
         assert!(lock(&fresh.queue).bytes.len() <= 300);
         assert!(lock(&fresh.queue).dropped > 0);
+        // Its end says so (and says it on stderr), even though its client
+        // never read again.
+        assert!(!fresh.finish(Duration::from_secs(1)).await);
+        assert_eq!(lock(&fresh.queue).dropped, 0, "said at the end");
         // The client reads again: all that was queued, in order.
         let reading = tokio::spawn(async move {
             let mut text = String::new();
@@ -662,7 +677,8 @@ mod tests {
                 .unwrap();
             text
         });
-        assert!(out.finish(Duration::from_secs(60)).await);
+        // Everything queued is written; the end still says one was dropped.
+        assert!(!out.finish(Duration::from_secs(60)).await);
         drop(out);
         let text = reading.await.unwrap();
         let expected: String =
