@@ -344,11 +344,17 @@ impl Transcript {
     /// reported once; later records are not written.
     pub fn write(&self, record: &Record) {
         if let Err(e) = self.try_write(record) {
-            tracing::warn!(
-                "cannot write the session transcript {}: {e}; the rest of this session is not saved",
-                self.path.display()
-            );
+            self.failed(&e);
         }
+    }
+
+    /// Says once that the transcript stops at `e` (later writes are
+    /// skipped, so they say nothing).
+    fn failed(&self, e: &std::io::Error) {
+        tracing::warn!(
+            "cannot write the session transcript {}: {e}; the rest of this session is not saved",
+            self.path.display()
+        );
     }
 
     fn try_write(&self, record: &Record) -> std::io::Result<()> {
@@ -412,10 +418,7 @@ impl Transcript {
         );
         if let Err(e) = writer.append(&line, hold) {
             drop(writer);
-            tracing::warn!(
-                "cannot write the session transcript {}: {e}; the rest of this session is not saved",
-                self.path.display()
-            );
+            self.failed(&e);
         }
     }
 

@@ -32,7 +32,6 @@
 use std::fmt;
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::Duration;
@@ -104,11 +103,9 @@ pub(crate) struct Out {
     queue: Mutex<Queue>,
     bounds: Bounds,
     queued: Notify,
-    /// (the response's id, what to run once its frame is queued).
+    /// (the response's id, what to run once its frame is queued). The
+    /// SDK's frames are read for their id only while it holds any.
     after: Mutex<Vec<(Value, Release)>>,
-    /// Whether `after` holds anything (the SDK's frames are only read for
-    /// their id then).
-    waiting: AtomicBool,
     writer: Mutex<Option<tokio::task::JoinHandle<()>>>,
 }
 
@@ -123,7 +120,6 @@ impl Out {
             bounds,
             queued: Notify::new(),
             after: Mutex::new(Vec::new()),
-            waiting: AtomicBool::new(false),
             writer: Mutex::new(None),
         });
         let writer = tokio::spawn(write_out(out.clone(), sink));
@@ -149,8 +145,7 @@ impl Out {
                 return;
             }
         }
-        queue.bytes.extend_from_slice(line.as_bytes());
-        drop(queue);
+        Out::append(queue, &[line.as_bytes()]);
         self.queued.notify_one();
     }
 
@@ -159,60 +154,53 @@ impl Out {
     /// replayed at once (the writer cannot drain meanwhile) and is bounded
     /// by the history in memory.
     pub(crate) fn notify_always(&self, line: &str) {
-        let mut queue = super::lock(&self.queue);
-        if !queue.closed && !queue.broken {
-            queue.bytes.extend_from_slice(line.as_bytes());
-        }
-        drop(queue);
+        Out::append(super::lock(&self.queue), &[line.as_bytes()]);
         self.queued.notify_one();
     }
 
     /// Queues one of the SDK's frames, or a reply to a bad frame: never
     /// dropped. A release waiting for it runs right after.
     fn frame(&self, line: &str) {
-        let release = if self.waiting.load(Ordering::Acquire) {
-            top_level_id(line.as_bytes()).and_then(|id| {
-                let mut after = super::lock(&self.after);
-                let found = after.iter().position(|(waited, _)| *waited == id)?;
-                let (_, release) = after.remove(found);
-                self.waiting.store(!after.is_empty(), Ordering::Release);
-                Some(release)
-            })
+        let waiting = !super::lock(&self.after).is_empty();
+        let release = if waiting {
+            top_level_id(line.as_bytes()).and_then(|id| self.take_release(&id))
         } else {
             None
         };
-        let mut queue = super::lock(&self.queue);
-        if !queue.closed && !queue.broken {
-            queue.bytes.extend_from_slice(line.as_bytes());
-            queue.bytes.push(b'\n');
-        }
-        drop(queue);
+        Out::append(super::lock(&self.queue), &[line.as_bytes(), b"\n"]);
         self.queued.notify_one();
         if let Some(release) = release {
             release();
         }
     }
 
+    /// Adds `parts` to the queue, unless no more lines are written.
+    fn append(mut queue: std::sync::MutexGuard<'_, Queue>, parts: &[&[u8]]) {
+        if !queue.closed && !queue.broken {
+            for part in parts {
+                queue.bytes.extend_from_slice(part);
+            }
+        }
+    }
+
+    /// The first release waiting for the response to `id`, taken out.
+    fn take_release(&self, id: &Value) -> Option<Release> {
+        let mut after = super::lock(&self.after);
+        let found = after.iter().position(|(waited, _)| waited == id)?;
+        Some(after.remove(found).1)
+    }
+
     /// Runs `release` once the response to request `id` has been queued,
     /// so that what it sends follows the response. Call it before the
     /// response is sent.
     pub(crate) fn after_response(&self, id: Value, release: impl FnOnce() + Send + 'static) {
-        let mut after = super::lock(&self.after);
-        after.push((id, Box::new(release)));
-        self.waiting.store(true, Ordering::Release);
+        super::lock(&self.after).push((id, Box::new(release)));
     }
 
     /// Runs now the release waiting for the response to `id`, if any:
     /// for a response that could not be sent.
     pub(crate) fn release_now(&self, id: &Value) {
-        let release = {
-            let mut after = super::lock(&self.after);
-            let found = after.iter().position(|(waited, _)| waited == id);
-            let release = found.map(|i| after.remove(i).1);
-            self.waiting.store(!after.is_empty(), Ordering::Release);
-            release
-        };
-        if let Some(release) = release {
+        if let Some(release) = self.take_release(id) {
             release();
         }
     }
@@ -502,6 +490,8 @@ fn id_in(start: &[u8]) -> Option<Value> {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::atomic::Ordering;
+
     use super::super::lock;
     use super::*;
 
@@ -635,7 +625,7 @@ mod tests {
             stall: Duration::from_secs(30),
         };
         // A pipe of 16 bytes: the writer's first write blocks at once.
-        let (stdout, mut reader) = tokio::io::duplex(16);
+        let (stdout, reader) = tokio::io::duplex(16);
         let out = Out::start(stdout, bounds);
         let line = |n: usize| format!("{{\"n\":{n:02},\"pad\":\"{}\"}}\n", "x".repeat(30));
         out.notify(line(0));
@@ -670,13 +660,7 @@ mod tests {
         assert!(!fresh.finish(Duration::from_secs(1)).await);
         assert_eq!(lock(&fresh.queue).dropped, 0, "said at the end");
         // The client reads again: all that was queued, in order.
-        let reading = tokio::spawn(async move {
-            let mut text = String::new();
-            tokio::io::AsyncReadExt::read_to_string(&mut reader, &mut text)
-                .await
-                .unwrap();
-            text
-        });
+        let reading = tokio::spawn(all_of(reader));
         // Everything queued is written; the end still says one was dropped.
         assert!(!out.finish(Duration::from_secs(60)).await);
         drop(out);
@@ -704,7 +688,7 @@ mod tests {
         out.release_now(&json!(5));
         out.release_now(&json!(5));
         assert_eq!(runs.load(Ordering::SeqCst), 2);
-        assert!(!out.waiting.load(Ordering::SeqCst));
+        assert!(lock(&out.after).is_empty(), "nothing is left waiting");
         assert!(out.finish(Duration::from_secs(10)).await);
         drop(out);
         assert_eq!(all_of(reader).await.lines().count(), 1);

@@ -19,8 +19,8 @@
 //! Stdout carries nothing but protocol frames; logs go to stderr. Frames are
 //! read with a size cap: an oversized or malformed frame is answered with a
 //! JSON-RPC error and the connection goes on. Updates are written by us, not
-//! the SDK, into one bounded buffer that the SDK's responses share
-//! (`framing`).
+//! the SDK, into one buffer that the SDK's responses share; updates are
+//! bounded there, responses (one per request) are not (`framing`).
 //!
 //! The module's files, one job each: `serve` (the SDK's handlers and the
 //! connection), `session` (the session table: sessions, one prompt at a

@@ -113,7 +113,7 @@ impl UpdateSink {
     }
 
     /// Sends a replayed history's update, never dropped.
-    fn send(&self, update: s::SessionUpdate) {
+    fn send_replayed(&self, update: s::SessionUpdate) {
         if let Some(line) = self.line(&update, None) {
             self.out.notify_always(&line);
         }
@@ -155,14 +155,14 @@ impl UpdateSink {
         use agent_loop::Message;
         for message in history {
             match message {
-                Message::User { text } => self.send(s::SessionUpdate::UserMessageChunk(
+                Message::User { text } => self.send_replayed(s::SessionUpdate::UserMessageChunk(
                     s::ContentChunk::new(text.clone().into()),
                 )),
                 Message::Assistant { text, tool_calls } => {
                     if !text.is_empty() {
-                        self.send(s::SessionUpdate::AgentMessageChunk(s::ContentChunk::new(
-                            text.clone().into(),
-                        )));
+                        self.send_replayed(s::SessionUpdate::AgentMessageChunk(
+                            s::ContentChunk::new(text.clone().into()),
+                        ));
                     }
                     for call in tool_calls {
                         let event = AgentEvent::ToolCall {
@@ -171,7 +171,7 @@ impl UpdateSink {
                             arguments: call.arguments.clone(),
                         };
                         for update in updates(&event) {
-                            self.send(update);
+                            self.send_replayed(update);
                         }
                     }
                 }
@@ -189,7 +189,7 @@ impl UpdateSink {
                         latency: std::time::Duration::ZERO,
                     };
                     for update in updates(&event) {
-                        self.send(update);
+                        self.send_replayed(update);
                     }
                 }
             }
@@ -243,14 +243,10 @@ impl UpdateSink {
                     events: vec![detail()],
                     announced: false,
                     dirty: false,
-                    watch: None,
+                    // It first sleeps a window: the view is in by then.
+                    watch: Some(self.clone().watch_round(round.0)),
                 };
-                let mut rounds = lock(&self.rounds);
-                rounds.insert(round.0, view);
-                let watch = self.clone().watch_round(round.0);
-                if let Some(view) = rounds.get_mut(&round.0) {
-                    view.watch = Some(watch);
-                }
+                lock(&self.rounds).insert(round.0, view);
                 true
             }
             Event::HookCalled {
