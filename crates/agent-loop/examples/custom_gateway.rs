@@ -18,8 +18,8 @@ use std::time::{Duration, Instant};
 
 use agent_loop::parse_arguments;
 use agent_loop::{
-    Agent, AgentEvent, AgentSettings, Gateway, Model, ModelError, ModelRequest, ModelResponse,
-    ToolCall, ToolDef, ToolOutput, ToolReport, ToolSettings,
+    Agent, AgentEvent, AgentSettings, Emitted, Gateway, Model, ModelError, ModelRequest,
+    ModelResponse, ToolCall, ToolDef, ToolOutput, ToolReport, ToolSettings,
 };
 use async_trait::async_trait;
 use hooks_core::{
@@ -217,7 +217,7 @@ impl Gateway for InMemory {
 
 #[tokio::main(flavor = "current_thread")]
 async fn main() {
-    let sink = Arc::new(|event: &AgentEvent| match event {
+    let sink = Arc::new(|event: &Emitted<'_>| match event.event() {
         AgentEvent::AssistantText { text } => println!("model: {text}"),
         AgentEvent::ToolResult { name, text, .. } => println!("  {name} -> {text}"),
         AgentEvent::Injected { server, .. } => println!("  {server} objected; the loop goes on"),

@@ -22,7 +22,7 @@ use hooks_core::{
 use tokio_util::sync::CancellationToken;
 
 use crate::compaction::{self, CompactionSettings, UsageAnchor};
-use crate::event::{AgentEvent, CompactionKind, Sink};
+use crate::event::{AgentEvent, CompactionKind, Emitted, Sink};
 use crate::gateway::{Gateway, ToolOutput, ToolSettings, cancelled_output};
 use crate::message::{Message, ToolCall, injection_pair};
 use crate::model::{Model, ModelError, ModelRequest, ModelResponse};
@@ -195,7 +195,7 @@ impl<G: Gateway> Agent<G> {
     }
 
     fn emit(&self, event: AgentEvent) {
-        (self.sink)(&event);
+        (self.sink)(&Emitted::new(&event));
     }
 
     /// Appends `message` to the history, telling the observer.
@@ -501,9 +501,9 @@ impl<G: Gateway> Agent<G> {
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
                 .push_str(text);
-            sink(&AgentEvent::TextDelta {
+            sink(&Emitted::new(&AgentEvent::TextDelta {
                 text: text.to_owned(),
-            })
+            }))
         };
         let started = Instant::now();
         let result = tokio::select! {

@@ -200,7 +200,56 @@ impl std::fmt::Display for CompactionKind {
 }
 
 /// Where the loop sends its events.
-pub type Sink = std::sync::Arc<dyn Fn(&AgentEvent) + Send + Sync>;
+pub type Sink = std::sync::Arc<dyn Fn(&Emitted<'_>) + Send + Sync>;
+
+/// An event on its way through the sinks, with its JSON made at most once
+/// for all of them: the transcript, `--json` and an ACP client's `_meta`
+/// each write the same text, and a sink that passes the event on (as
+/// [`Transcript::tee`](crate::Transcript::tee) does) passes the JSON with it.
+/// Reads as the event itself ([`Deref`](std::ops::Deref)).
+pub struct Emitted<'a> {
+    event: &'a AgentEvent,
+    json: std::cell::OnceCell<Result<Box<serde_json::value::RawValue>, String>>,
+}
+
+impl<'a> Emitted<'a> {
+    /// `event`, its JSON not made yet.
+    pub fn new(event: &'a AgentEvent) -> Emitted<'a> {
+        Emitted {
+            event,
+            json: std::cell::OnceCell::new(),
+        }
+    }
+
+    /// The event.
+    pub fn event(&self) -> &'a AgentEvent {
+        self.event
+    }
+
+    /// The event as one line of JSON (no newline), as `--json` writes it and
+    /// a transcript's event record holds it: made on the first call, the
+    /// same text after. An error names why it could not be made.
+    pub fn json(&self) -> Result<&serde_json::value::RawValue, &str> {
+        self.json
+            .get_or_init(|| serde_json::value::to_raw_value(self.event).map_err(|e| e.to_string()))
+            .as_deref()
+            .map_err(String::as_str)
+    }
+}
+
+impl std::ops::Deref for Emitted<'_> {
+    type Target = AgentEvent;
+
+    fn deref(&self) -> &AgentEvent {
+        self.event
+    }
+}
+
+impl std::fmt::Debug for Emitted<'_> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        self.event.fmt(f)
+    }
+}
 
 #[cfg(test)]
 mod tests {

@@ -44,7 +44,7 @@ pub mod transcript;
 
 pub use agent::{Agent, AgentSettings, CUT_MARK, DEFAULT_SYSTEM_PROMPT, PromptOutcome};
 pub use compaction::CompactionSettings;
-pub use event::{AgentEvent, CompactionKind, Sink};
+pub use event::{AgentEvent, CompactionKind, Emitted, Sink};
 pub use gateway::{
     Gateway, JsonObject, ToolDef, ToolOutput, ToolReport, ToolSettings, cancelled_output,
     parse_arguments, spread, tool_uses,

@@ -12,7 +12,7 @@ use hooks_core::{
 use hooks_mcp::Host;
 use tokio_util::sync::CancellationToken;
 
-use crate::event::{AgentEvent, Sink};
+use crate::event::{AgentEvent, Emitted, Sink};
 use crate::gateway::{
     Gateway, JsonObject, ToolDef, ToolOutput, ToolReport, ToolSettings, cancelled_output,
     parse_arguments, spread, tool_uses,
@@ -21,7 +21,9 @@ use crate::message::ToolCall;
 
 /// Forwards the host's hook events into the loop's event stream \[O2\].
 pub fn hook_sink(sink: Sink) -> hooks_mcp::EventSink {
-    std::sync::Arc::new(move |event: hooks_core::Event| sink(&AgentEvent::Hook(event)))
+    std::sync::Arc::new(move |event: hooks_core::Event| {
+        sink(&Emitted::new(&AgentEvent::Hook(event)));
+    })
 }
 
 /// The host's tool output as the loop's.

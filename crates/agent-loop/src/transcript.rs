@@ -41,7 +41,7 @@ use hooks_core::{Carried, ServerName};
 use serde::{Deserialize, Serialize};
 
 use crate::agent::PromptOutcome;
-use crate::event::{AgentEvent, Sink};
+use crate::event::{AgentEvent, Emitted, Sink};
 use crate::message::{Message, ToolCall};
 
 /// The format version a [`Header`] carries; [`read`] refuses others.
@@ -241,14 +241,6 @@ impl Drop for Writer {
     }
 }
 
-/// [`Record::Event`] as it is written, borrowing the event: the event is
-/// turned into JSON once, straight into the line.
-#[derive(Serialize)]
-struct EventLine<'a> {
-    record: &'static str,
-    event: &'a AgentEvent,
-}
-
 impl Transcript {
     /// Starts the transcript of a new session in `dir` (created if need
     /// be, private to the user): `dir/ID.jsonl`, with its header. Fails if
@@ -391,27 +383,34 @@ impl Transcript {
     /// text follows as its own event). A hook round's start and answers
     /// wait for its decision and go out with it.
     pub fn event(&self, event: &AgentEvent) {
-        if matches!(event, AgentEvent::TextDelta { .. }) {
+        self.emitted(&Emitted::new(event));
+    }
+
+    /// As [`Transcript::event`], with the event's JSON made once for every
+    /// sink it passes through.
+    fn emitted(&self, event: &Emitted<'_>) {
+        if matches!(event.event(), AgentEvent::TextDelta { .. }) {
             return;
         }
         let mut writer = self.inner.lock().unwrap_or_else(|e| e.into_inner());
         if writer.file.is_none() {
             return;
         }
-        let record = EventLine {
-            record: "event",
-            event,
-        };
-        let mut line = match serde_json::to_vec(&record) {
-            Ok(line) => line,
+        let json = match event.json() {
+            Ok(json) => json.get(),
             Err(e) => {
                 tracing::warn!("cannot save an event: {e}");
                 return;
             }
         };
-        line.push(b'\n');
+        // [`Record::Event`], with the event's JSON as it already is.
+        const START: &str = r#"{"record":"event","event":"#;
+        let mut line = Vec::with_capacity(START.len() + json.len() + 2);
+        line.extend_from_slice(START.as_bytes());
+        line.extend_from_slice(json.as_bytes());
+        line.extend_from_slice(b"}\n");
         let hold = matches!(
-            event,
+            event.event(),
             AgentEvent::Hook(
                 hooks_core::Event::RoundStarted { .. } | hooks_core::Event::HookCalled { .. }
             )
@@ -422,12 +421,13 @@ impl Transcript {
         }
     }
 
-    /// A sink that passes every event to `sink` and appends it here.
+    /// A sink that passes every event to `sink` and appends it here; the
+    /// event's JSON is made once for both.
     pub fn tee(&self, sink: Sink) -> Sink {
         let transcript = self.clone();
-        Arc::new(move |event: &AgentEvent| {
+        Arc::new(move |event: &Emitted<'_>| {
             sink(event);
-            transcript.event(event);
+            transcript.emitted(event);
         })
     }
 }
@@ -1019,6 +1019,7 @@ fn transcript_paths(dir: &Path) -> std::io::Result<Vec<PathBuf>> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::sync::Mutex;
 
     fn header() -> String {
         r#"{"record":"header","version":1,"session_id":"s1","cwd":"/w","started":"2025-03-01T10:15:02.123Z","sprout":"0.1.0"}"#.to_owned() + "\n"
@@ -1369,6 +1370,45 @@ mod tests {
         let text = std::fs::read_to_string(dir.join("s1.jsonl")).unwrap();
         assert!(text.contains("\"round\":3"), "written at the end");
         assert_eq!(read(&dir.join("s1.jsonl")).unwrap().warnings, []);
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+
+    // An event's JSON is made once for the transcript and the sink it tees
+    // into: the sink is handed the very text the transcript then writes
+    // (the same allocation, not a copy made again), and the line is the
+    // event record `read` knows, reading back as the event [O2].
+    #[test]
+    fn a_teed_sink_shares_the_events_json() {
+        let dir = std::env::temp_dir().join(format!("agent-loop-tee-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let t = Transcript::create(&dir, "s1", "/w", "0.1.0").unwrap();
+        let seen = Arc::new(Mutex::new(Vec::new()));
+        let kept = seen.clone();
+        let sink = t.tee(Arc::new(move |e: &Emitted<'_>| {
+            let json = e.json().unwrap();
+            kept.lock()
+                .unwrap()
+                .push((json.get().as_ptr() as usize, json.get().to_owned()));
+        }));
+        let event = AgentEvent::ToolCall {
+            id: "c1".into(),
+            name: "read".into(),
+            arguments: r#"{"path":"a \"b\""}"#.into(),
+        };
+        let emitted = Emitted::new(&event);
+        let before = std::fs::read_to_string(t.path()).unwrap();
+        sink(&emitted);
+        let (made, text) = seen.lock().unwrap()[0].clone();
+        let json = emitted.json().unwrap().get().as_ptr() as usize;
+        assert_eq!(made, json, "made once");
+        let line = std::fs::read_to_string(t.path()).unwrap()[before.len()..].to_owned();
+        assert_eq!(line, format!("{{\"record\":\"event\",\"event\":{text}}}\n"));
+        match serde_json::from_str::<Record>(line.trim_end()).unwrap() {
+            Record::Event { event: read } => {
+                assert_eq!(serde_json::from_value::<AgentEvent>(read).unwrap(), event);
+            }
+            other => panic!("not an event: {other:?}"),
+        }
         let _ = std::fs::remove_dir_all(&dir);
     }
 

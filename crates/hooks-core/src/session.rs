@@ -1187,6 +1187,9 @@ impl Session {
         let mut calls = Vec::new();
         let mut called = Vec::new();
         let mut left_out = Vec::new();
+        // Each subject's facts with the common ones, made once for all
+        // servers, when the first is called.
+        let mut merged: Option<Vec<Facts>> = None;
         for index in 0..self.servers.len() {
             let server = &self.servers[index];
             // A server that never listed its tools may list this hook: it
@@ -1198,7 +1201,7 @@ impl Session {
                 continue;
             }
             let input = match (server.state, server.tools.hook(hook)) {
-                (ServerState::Up, Some(listed)) => listed.input.clone(),
+                (ServerState::Up, Some(listed)) => &listed.input,
                 (ServerState::Up, None) => continue,
                 _ => {
                     // [T4]: a down server sits this round out; its restart,
@@ -1217,7 +1220,13 @@ impl Session {
             }
             let deadline = self.now + timeout;
             called.push(server.name.clone());
-            for (subject, facts) in subjects.iter().enumerate() {
+            let merged = merged.get_or_insert_with(|| {
+                subjects
+                    .iter()
+                    .map(|facts| common.clone().with(facts))
+                    .collect()
+            });
+            for (subject, facts) in merged.iter().enumerate() {
                 let id = CallId(self.next_call);
                 self.next_call += 1;
                 calls.push(PendingCall {
@@ -1231,7 +1240,7 @@ impl Session {
                     call: id,
                     server: ServerId(index),
                     hook,
-                    arguments: input.arguments(&common.clone().with(facts)),
+                    arguments: input.arguments(facts),
                     deadline,
                 });
             }

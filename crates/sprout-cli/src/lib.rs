@@ -32,7 +32,7 @@ use std::ffi::OsString;
 use std::io::Read;
 use std::sync::Arc;
 
-use agent_loop::{Agent, AgentEvent, AgentSettings, Model};
+use agent_loop::{Agent, AgentSettings, Model};
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use hooks_core::{
     AskError, EndReason, HookConfig, HookContext, HookPoint, SessionEndReason, StopReason,
@@ -465,7 +465,7 @@ async fn hooks_list(
     json: bool,
 ) -> i32 {
     let allowlist = config.allowlist.clone();
-    let quiet: agent_loop::Sink = Arc::new(|_: &AgentEvent| {});
+    let quiet: agent_loop::Sink = Arc::new(|_: &agent_loop::Emitted<'_>| {});
     let signals = Signals::install();
     let fresh = hooks_core::Carried::default();
     let host = match start_host(specs, config, &fresh, options, quiet, &signals).await {

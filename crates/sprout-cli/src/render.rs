@@ -211,8 +211,11 @@ impl Renderer {
     /// A sink for the loop that renders through this renderer.
     pub(crate) fn into_sink(self) -> agent_loop::Sink {
         let shared = Arc::new(Mutex::new(self));
-        Arc::new(move |event: &AgentEvent| {
-            shared.lock().unwrap_or_else(|e| e.into_inner()).show(event)
+        Arc::new(move |event: &agent_loop::Emitted<'_>| {
+            shared
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .emitted(event)
         })
     }
 }
@@ -239,12 +242,18 @@ impl<O: Out> Renderer<O> {
     }
 
     /// Shows one event.
+    #[cfg_attr(not(any(test, feature = "testing")), allow(dead_code))]
     pub(crate) fn show(&mut self, event: &AgentEvent) {
+        self.emitted(&agent_loop::Emitted::new(event));
+    }
+
+    /// Shows one event; as JSON, the text the loop's sinks share.
+    pub(crate) fn emitted(&mut self, emitted: &agent_loop::Emitted<'_>) {
+        let event = emitted.event();
         // How a prompt ended is never dropped, however stalled the output.
         let essential = matches!(event, AgentEvent::PromptEnded { .. });
         if self.json {
-            if let Some(mut text) = json_line(event) {
-                text.push('\n');
+            if let Some(text) = json_line(emitted) {
                 self.out.emit(Item::Text(text), essential);
             }
             return;
@@ -310,10 +319,14 @@ fn paint(line: &Line, color: bool) -> String {
     text
 }
 
-/// An event as one JSON Lines record; serde_json escapes control characters
-/// below U+0020 itself (ESC as `\u001b`).
-fn json_line(event: &AgentEvent) -> Option<String> {
-    serde_json::to_string(event).ok()
+/// An event as one JSON Lines record, newline included; serde_json escapes
+/// control characters below U+0020 itself (ESC as `\u001b`).
+fn json_line(event: &agent_loop::Emitted<'_>) -> Option<String> {
+    let json = event.json().ok()?.get();
+    let mut line = String::with_capacity(json.len() + 1);
+    line.push_str(json);
+    line.push('\n');
+    Some(line)
 }
 
 /// An event as a line for people, or `None` for events not shown this way.
@@ -724,10 +737,11 @@ mod tests {
     // `--json` is left to serde_json, which escapes ESC itself.
     #[test]
     fn json_lines_escape_esc() {
-        let line = json_line(&AgentEvent::AssistantText {
+        let line = json_line(&agent_loop::Emitted::new(&AgentEvent::AssistantText {
             text: "a\x1b[2Jb".into(),
-        })
+        }))
         .unwrap();
+        assert!(line.ends_with("}\n"), "one line: {line}");
         assert!(line.contains(r#""text":"a\u001b[2Jb""#), "{line}");
         assert!(!line.contains('\x1b'), "{line}");
     }

@@ -413,8 +413,8 @@ async fn a_cut_answer_keeps_the_text_that_was_shown() {
         let model = provider_model(provider, &api.url, stream_settings());
         let deltas = Arc::new(Mutex::new(String::new()));
         let seen = deltas.clone();
-        let sink: agent_loop::Sink = Arc::new(move |event: &AgentEvent| {
-            if let AgentEvent::TextDelta { text } = event {
+        let sink: agent_loop::Sink = Arc::new(move |event: &agent_loop::Emitted<'_>| {
+            if let AgentEvent::TextDelta { text } = event.event() {
                 seen.lock().unwrap().push_str(text);
             }
         });
@@ -651,8 +651,8 @@ async fn cancelling_during_a_stream_stops_reading_at_once() {
         let trigger = cancel.clone();
         let deltas = Arc::new(Mutex::new(Vec::new()));
         let seen = deltas.clone();
-        let sink: agent_loop::Sink = Arc::new(move |event: &AgentEvent| {
-            if let AgentEvent::TextDelta { text } = event {
+        let sink: agent_loop::Sink = Arc::new(move |event: &agent_loop::Emitted<'_>| {
+            if let AgentEvent::TextDelta { text } = event.event() {
                 seen.lock().unwrap().push(text.clone());
                 trigger.cancel();
             }

@@ -5,7 +5,9 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use agent_loop::check_pairing;
-use agent_loop::{AgentEvent, Model, ModelError, ModelRequest, ModelResponse, Sink, ToolCall};
+use agent_loop::{
+    AgentEvent, Emitted, Model, ModelError, ModelRequest, ModelResponse, Sink, ToolCall,
+};
 use agent_loop::{
     Gateway, ToolReport, ToolSettings, cancelled_output, parse_arguments, spread, tool_uses,
 };
@@ -440,7 +442,7 @@ pub(crate) fn recording_sink() -> (Sink, Arc<Mutex<Vec<AgentEvent>>>) {
     let events = Arc::new(Mutex::new(Vec::new()));
     let kept = events.clone();
     (
-        Arc::new(move |e: &AgentEvent| kept.lock().unwrap().push(e.clone())),
+        Arc::new(move |e: &Emitted<'_>| kept.lock().unwrap().push(e.event().clone())),
         events,
     )
 }

@@ -32,7 +32,9 @@ const ROUND_WINDOW: std::time::Duration = std::time::Duration::from_millis(100);
 /// A hook round as the client sees it: one tool call.
 struct RoundView {
     title: String,
-    raw_input: Value,
+    hook: hooks_core::HookPoint,
+    /// The servers asked, for the call's `rawInput`.
+    servers: Vec<ServerName>,
     /// One line per server's outcome so far.
     lines: Vec<String>,
     /// Every event of the round so far, as JSON, for
@@ -45,12 +47,6 @@ struct RoundView {
     /// The task that shows the round in progress after a window, stopped
     /// when it decides (so a fast round leaves no timer behind to fire).
     watch: Option<tokio::task::AbortHandle>,
-}
-
-impl RoundView {
-    fn content(&self) -> Vec<s::ToolCallContent> {
-        self.lines.iter().map(|l| l.clone().into()).collect()
-    }
 }
 
 /// Sends a session's events as `session/update` notifications, each
@@ -89,15 +85,14 @@ impl UpdateSink {
     }
 
     /// `update` as a `session/update` notification's line, newline
-    /// included, with `meta` as the update's `_meta` (a round's events, put
-    /// in as the JSON they already are).
-    fn line(&self, update: &s::SessionUpdate, meta: Option<&RoundMeta<'_>>) -> Option<String> {
+    /// included.
+    fn line(&self, update: &impl Serialize) -> Option<String> {
         let notification = Notification {
             jsonrpc: "2.0",
             method: "session/update",
             params: Params {
                 session_id: &self.session,
-                update: Update { update, meta },
+                update,
             },
         };
         match serde_json::to_string(&notification) {
@@ -114,19 +109,14 @@ impl UpdateSink {
 
     /// Sends a replayed history's update, never dropped.
     fn send_replayed(&self, update: s::SessionUpdate) {
-        if let Some(line) = self.line(&update, None) {
+        if let Some(line) = self.line(&update) {
             self.out.notify_always(&line);
         }
     }
 
     /// Sends now, or holds until released.
-    fn emit(&self, update: s::SessionUpdate) {
-        self.emit_with(&update, None);
-    }
-
-    /// As [`UpdateSink::emit`], with a round's `_meta`.
-    fn emit_with(&self, update: &s::SessionUpdate, meta: Option<&RoundMeta<'_>>) {
-        let Some(line) = self.line(update, meta) else {
+    fn emit(&self, update: &impl Serialize) {
+        let Some(line) = self.line(update) else {
             return;
         };
         let mut held = lock(&self.held);
@@ -198,31 +188,37 @@ impl UpdateSink {
 
     pub(super) fn into_sink(self: Arc<Self>) -> agent_loop::Sink {
         use std::sync::atomic::Ordering;
-        Arc::new(move |event: &AgentEvent| match event {
-            AgentEvent::Hook(hook) if self.round_event(hook) => {}
-            // Each piece of a streamed answer is one chunk as it arrives.
-            AgentEvent::TextDelta { text } => {
-                self.streamed.store(true, Ordering::Relaxed);
-                self.emit(s::SessionUpdate::AgentMessageChunk(s::ContentChunk::new(
-                    text.clone().into(),
-                )));
-            }
-            AgentEvent::ModelRequest { .. } => self.streamed.store(false, Ordering::Relaxed),
-            // Already sent piece by piece.
-            AgentEvent::AssistantText { .. } if self.streamed.load(Ordering::Relaxed) => {}
-            _ => {
-                for update in updates(event) {
-                    self.emit(update);
+        Arc::new(
+            move |emitted: &agent_loop::Emitted<'_>| match emitted.event() {
+                AgentEvent::Hook(hook) if self.round_event(hook, emitted) => {}
+                // Each piece of a streamed answer is one chunk as it arrives.
+                AgentEvent::TextDelta { text } => {
+                    self.streamed.store(true, Ordering::Relaxed);
+                    self.emit(&s::SessionUpdate::AgentMessageChunk(s::ContentChunk::new(
+                        text.clone().into(),
+                    )));
                 }
-            }
-        })
+                AgentEvent::ModelRequest { .. } => self.streamed.store(false, Ordering::Relaxed),
+                // Already sent piece by piece.
+                AgentEvent::AssistantText { .. } if self.streamed.load(Ordering::Relaxed) => {}
+                event => {
+                    for update in updates(event) {
+                        self.emit(&update);
+                    }
+                }
+            },
+        )
     }
 
     /// Folds a hook round's event into its view; false for other events.
-    fn round_event(self: &Arc<Self>, event: &Event) -> bool {
-        // Each event is turned into JSON once, and only if it is a round's.
-        let detail =
-            || serde_json::value::to_raw_value(event).unwrap_or_else(|_| RawValue::NULL.to_owned());
+    /// `emitted` is the event as the loop sent it, with its JSON.
+    fn round_event(self: &Arc<Self>, event: &Event, emitted: &agent_loop::Emitted<'_>) -> bool {
+        // The event's JSON as the transcript writes it too: made once.
+        let detail = || {
+            emitted
+                .json()
+                .map_or_else(|_| RawValue::NULL.to_owned(), ToOwned::to_owned)
+        };
         match event {
             Event::RoundStarted {
                 round,
@@ -235,12 +231,23 @@ impl UpdateSink {
                 if servers.is_empty() && left_out.is_empty() {
                     return true;
                 }
-                let names: Vec<&str> = servers.iter().map(ServerName::as_str).collect();
+                let mut title = format!("{hook} hook: asking ");
+                for (i, server) in servers.iter().enumerate() {
+                    if i > 0 {
+                        title.push_str(", ");
+                    }
+                    title.push_str(server.as_str());
+                }
                 let view = RoundView {
-                    title: format!("{hook} hook: asking {}", names.join(", ")),
-                    raw_input: json!({"hook": hook.tool_name(), "servers": names}),
-                    lines: Vec::new(),
-                    events: vec![detail()],
+                    title,
+                    hook: *hook,
+                    servers: servers.clone(),
+                    lines: Vec::with_capacity(servers.len() + 1),
+                    events: {
+                        let mut events = Vec::with_capacity(servers.len() + 2);
+                        events.push(detail());
+                        events
+                    },
                     announced: false,
                     dirty: false,
                     // It first sleeps a window: the view is in by then.
@@ -256,10 +263,17 @@ impl UpdateSink {
                 latency,
                 ..
             } => {
-                let mut line =
-                    format!("{server}: {} ({} ms)", outcome.label(), latency.as_millis());
+                use std::fmt::Write as _;
+                let mut line = String::new();
+                let _ = write!(
+                    line,
+                    "{server}: {} ({} ms)",
+                    outcome.label(),
+                    latency.as_millis()
+                );
                 if let Some(text) = outcome.text() {
-                    line.push_str(&format!("\n{text}"));
+                    line.push('\n');
+                    line.push_str(text);
                 }
                 if let Some(view) = lock(&self.rounds).get_mut(&round.0) {
                     view.lines.push(line);
@@ -281,33 +295,15 @@ impl UpdateSink {
                     watch.abort();
                 }
                 view.lines.push(decision_summary(decision));
-                let detail = detail();
-                let raw_output = serde_json::to_value(decision).unwrap_or(Value::Null);
-                let update = if view.announced {
-                    let fields = s::ToolCallUpdateFields::new()
-                        .status(s::ToolCallStatus::Completed)
-                        .content(view.content())
-                        .raw_output(raw_output);
-                    s::SessionUpdate::ToolCallUpdate(s::ToolCallUpdate::new(
-                        round_id(round.0),
-                        fields,
-                    ))
-                } else {
-                    s::SessionUpdate::ToolCall(
-                        s::ToolCall::new(round_id(round.0), view.title.clone())
-                            .kind(s::ToolKind::Think)
-                            .status(s::ToolCallStatus::Completed)
-                            .raw_input(view.raw_input.clone())
-                            .content(view.content())
-                            .raw_output(raw_output),
-                    )
+                view.events.push(detail());
+                let call = RoundCall {
+                    // Announced already: only what changed.
+                    announce: !view.announced,
+                    status: "completed",
+                    decision: Some(decision),
+                    ..RoundCall::of(round.0, &view)
                 };
-                view.events.push(detail);
-                let meta = RoundMeta {
-                    event: view.events.last().map(|e| &**e),
-                    events: &view.events,
-                };
-                self.emit_with(&update, Some(&meta));
+                self.emit(&call);
                 true
             }
             _ => false,
@@ -324,24 +320,15 @@ impl UpdateSink {
                 let Some(view) = rounds.get_mut(&round) else {
                     return;
                 };
-                let meta = RoundMeta {
-                    event: None,
-                    events: &view.events,
-                };
-                if !view.announced {
+                if !view.announced || view.dirty {
+                    let call = RoundCall {
+                        announce: !view.announced,
+                        status: "in_progress",
+                        ..RoundCall::of(round, view)
+                    };
+                    self.emit(&call);
                     view.announced = true;
                     view.dirty = false;
-                    let call = s::ToolCall::new(round_id(round), view.title.clone())
-                        .kind(s::ToolKind::Think)
-                        .status(s::ToolCallStatus::InProgress)
-                        .raw_input(view.raw_input.clone())
-                        .content(view.content());
-                    self.emit_with(&s::SessionUpdate::ToolCall(call), Some(&meta));
-                } else if view.dirty {
-                    view.dirty = false;
-                    let fields = s::ToolCallUpdateFields::new().content(view.content());
-                    let update = s::ToolCallUpdate::new(round_id(round), fields);
-                    self.emit_with(&s::SessionUpdate::ToolCallUpdate(update), Some(&meta));
                 }
             }
         })
@@ -350,39 +337,124 @@ impl UpdateSink {
 }
 
 /// A `session/update` notification as it is written: the SDK's
-/// `SessionNotification`, field for field, but for the update's `_meta`.
+/// `SessionNotification`, field for field, with the update either one of
+/// the SDK's or a hook round's ([`RoundCall`]).
 #[derive(Serialize)]
-struct Notification<'a> {
+struct Notification<'a, U> {
     jsonrpc: &'static str,
     method: &'static str,
-    params: Params<'a>,
+    params: Params<'a, U>,
 }
 
 #[derive(Serialize)]
 #[serde(rename_all = "camelCase")]
-struct Params<'a> {
+struct Params<'a, U> {
     session_id: &'a s::SessionId,
-    update: Update<'a>,
+    update: &'a U,
 }
 
-/// An update and, for a hook round's, its `_meta` (the typed update has
-/// none then).
-#[derive(Serialize)]
-struct Update<'a> {
-    #[serde(flatten)]
-    update: &'a s::SessionUpdate,
-    #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
-    meta: Option<&'a RoundMeta<'a>>,
+/// A hook round's tool call as ACP's `tool_call` (when `announce`) or
+/// `tool_call_update` writes it, borrowed from its view: what the SDK's
+/// types would write, without building them (a `rawInput` map, the lines
+/// as content blocks, the decision as a `Value`) once per update. Its
+/// `_meta` holds every event of the round so far, and the decision, once
+/// there is one, as `sprout/event` too.
+struct RoundCall<'a> {
+    /// A `tool_call` (with title, kind and input), else an update.
+    announce: bool,
+    round: u64,
+    view: &'a RoundView,
+    status: &'static str,
+    decision: Option<&'a hooks_core::PolicyDecision>,
 }
 
-/// A hook round's `_meta`: the event just folded in (its decision) and
-/// every event of the round so far.
-#[derive(Serialize)]
-struct RoundMeta<'a> {
-    #[serde(rename = "sprout/event", skip_serializing_if = "Option::is_none")]
-    event: Option<&'a RawValue>,
-    #[serde(rename = "sprout/events")]
-    events: &'a [Box<RawValue>],
+impl<'a> RoundCall<'a> {
+    /// The round `round` as `view` has it, in progress, announced.
+    fn of(round: u64, view: &'a RoundView) -> RoundCall<'a> {
+        RoundCall {
+            announce: true,
+            round,
+            view,
+            status: "in_progress",
+            decision: None,
+        }
+    }
+}
+
+impl Serialize for RoundCall<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap as _;
+        #[derive(Serialize)]
+        struct RawInput<'a> {
+            hook: hooks_core::HookPoint,
+            servers: &'a [ServerName],
+        }
+        #[derive(Serialize)]
+        struct Meta<'a> {
+            #[serde(rename = "sprout/event", skip_serializing_if = "Option::is_none")]
+            event: Option<&'a RawValue>,
+            #[serde(rename = "sprout/events")]
+            events: &'a [Box<RawValue>],
+        }
+        let view = self.view;
+        let mut map = s.serialize_map(None)?;
+        if self.announce {
+            map.serialize_entry("sessionUpdate", "tool_call")?;
+        } else {
+            map.serialize_entry("sessionUpdate", "tool_call_update")?;
+        }
+        map.serialize_entry(
+            "toolCallId",
+            &format_args!("{ROUND_ID_PREFIX}{}", self.round),
+        )?;
+        if self.announce {
+            map.serialize_entry("title", &view.title)?;
+            map.serialize_entry("kind", "think")?;
+        }
+        map.serialize_entry("status", self.status)?;
+        map.serialize_entry("content", &Content(&view.lines))?;
+        if self.announce {
+            let input = RawInput {
+                hook: view.hook,
+                servers: &view.servers,
+            };
+            map.serialize_entry("rawInput", &input)?;
+        }
+        if let Some(decision) = self.decision {
+            map.serialize_entry("rawOutput", decision)?;
+        }
+        let meta = Meta {
+            event: self.decision.and(view.events.last().map(|e| &**e)),
+            events: &view.events,
+        };
+        map.serialize_entry("_meta", &meta)?;
+        map.end()
+    }
+}
+
+/// Each line as a text content block, as `ToolCallContent` writes one.
+struct Content<'a>(&'a [String]);
+
+impl Serialize for Content<'_> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        #[derive(Serialize)]
+        struct Block<'a> {
+            r#type: &'static str,
+            content: Text<'a>,
+        }
+        #[derive(Serialize)]
+        struct Text<'a> {
+            r#type: &'static str,
+            text: &'a str,
+        }
+        s.collect_seq(self.0.iter().map(|text| Block {
+            r#type: "content",
+            content: Text {
+                r#type: "text",
+                text,
+            },
+        }))
+    }
 }
 
 fn meta_of(event: &(impl Serialize + ?Sized)) -> serde_json::Map<String, Value> {
@@ -416,9 +488,8 @@ fn decision_summary(decision: &hooks_core::PolicyDecision) -> String {
     }
 }
 
-fn round_id(round: u64) -> s::ToolCallId {
-    s::ToolCallId::new(format!("sprout-hook-round-{round}"))
-}
+/// A hook round's tool call id is this and the round's number.
+const ROUND_ID_PREFIX: &str = "sprout-hook-round-";
 
 fn updates(event: &AgentEvent) -> Vec<s::SessionUpdate> {
     match event {
@@ -519,72 +590,139 @@ pub(super) fn prompt_response(outcome: &PromptOutcome) -> Result<s::PromptRespon
 mod tests {
     use super::*;
 
-    /// `update` with `meta` as we write it, and as the SDK's own types
-    /// write it (the meta rebuilt as `Value`s), as text.
-    fn both(update: s::SessionUpdate, meta: Option<&RoundMeta<'_>>) -> (String, String) {
+    /// `update` as a whole notification line, parsed.
+    fn ours(update: &impl Serialize) -> Value {
         let session = s::SessionId::new("s-1");
-        let ours = serde_json::to_string(&Notification {
+        let line = serde_json::to_string(&Notification {
             jsonrpc: "2.0",
             method: "session/update",
             params: Params {
                 session_id: &session,
-                update: Update {
-                    update: &update,
-                    meta,
-                },
+                update,
             },
         })
         .unwrap();
-        let typed = match (update, meta) {
-            (s::SessionUpdate::ToolCall(call), Some(meta)) => {
-                let serde_json::Value::Object(map) = serde_json::to_value(meta).unwrap() else {
-                    panic!("meta is an object");
-                };
-                s::SessionUpdate::ToolCall(call.meta(map))
-            }
-            (update, _) => update,
-        };
-        let sdk = json!({
-            "jsonrpc": "2.0",
-            "method": "session/update",
-            "params": s::SessionNotification::new(session, typed),
-        });
-        (ours, sdk.to_string())
+        assert_eq!(line.matches("\"_meta\"").count(), 1, "{line}");
+        serde_json::from_str(&line).unwrap()
     }
 
-    // Our lines are what the SDK's types would write: the same JSON, with
-    // a round's events in `_meta` once (not a second `_meta` key beside a
-    // null one), and other updates' own `_meta` untouched.
+    /// `update` as the SDK's own types write the notification.
+    fn sdks(update: s::SessionUpdate) -> Value {
+        let notification = s::SessionNotification::new(s::SessionId::new("s-1"), update);
+        json!({"jsonrpc": "2.0", "method": "session/update", "params": notification})
+    }
+
+    /// A round's `_meta` as the SDK's types take it.
+    fn meta(event: Option<&RawValue>, events: &[Box<RawValue>]) -> serde_json::Map<String, Value> {
+        let mut meta = serde_json::Map::new();
+        if let Some(event) = event {
+            meta.insert(
+                "sprout/event".into(),
+                serde_json::from_str(event.get()).unwrap(),
+            );
+        }
+        let events: Vec<Value> = events
+            .iter()
+            .map(|e| serde_json::from_str(e.get()).unwrap())
+            .collect();
+        meta.insert("sprout/events".into(), events.into());
+        meta
+    }
+
+    // Our lines are what the SDK's types would write, for each of the four
+    // shapes a hook round's tool call takes (created completed, announced in
+    // progress, updated in progress, completed after it was announced),
+    // with the round's events in `_meta` once; other updates' own `_meta`
+    // is left as it is.
     #[test]
     fn our_lines_are_the_sdks_notifications() {
         let events: Vec<Box<RawValue>> = [
             r#"{"event":"round_started","round":1}"#,
+            r#"{"event":"hook_called","round":1}"#,
             r#"{"event":"decided","round":1}"#,
         ]
         .iter()
         .map(|e| RawValue::from_string((*e).to_owned()).unwrap())
         .collect();
-        let meta = RoundMeta {
-            event: events.last().map(|e| &**e),
-            events: &events,
+        let server = |n: &str| ServerName::new(n).unwrap();
+        let view = RoundView {
+            title: "_Stop hook: asking a, b".into(),
+            hook: hooks_core::HookPoint::Stop,
+            servers: vec![server("a"), server("b")],
+            lines: vec![
+                "a: empty (0 ms)".into(),
+                "b: text (1 ms)\nwait \"x\"".into(),
+            ],
+            events,
+            announced: false,
+            dirty: false,
+            watch: None,
         };
-        let call = s::ToolCall::new(round_id(1), "_Stop hook: asking a")
-            .kind(s::ToolKind::Think)
-            .status(s::ToolCallStatus::Completed)
-            .content(vec!["a: empty (0 ms)".to_owned().into()]);
-        let (ours, sdk) = both(s::SessionUpdate::ToolCall(call), Some(&meta));
-        assert_eq!(ours.matches("\"_meta\"").count(), 1, "{ours}");
-        let parsed = |t: &str| serde_json::from_str::<Value>(t).unwrap();
-        assert_eq!(parsed(&ours), parsed(&sdk), "{ours}\n{sdk}");
+        let decision = hooks_core::PolicyDecision::PromptEnded {
+            reason: EndReason::NoObjection,
+        };
+        let id = || s::ToolCallId::new("sprout-hook-round-7");
+        let content =
+            || -> Vec<s::ToolCallContent> { view.lines.iter().map(|l| l.clone().into()).collect() };
+        let input = json!({"hook": "_Stop", "servers": ["a", "b"]});
+        let decided = view.events.last().map(|e| &**e);
+        let call = |status| {
+            s::ToolCall::new(id(), view.title.clone())
+                .kind(s::ToolKind::Think)
+                .status(status)
+                .raw_input(input.clone())
+                .content(content())
+        };
+        // Created completed: a fast round.
+        let fast = RoundCall {
+            status: "completed",
+            decision: Some(&decision),
+            ..RoundCall::of(7, &view)
+        };
+        let sdk = call(s::ToolCallStatus::Completed)
+            .raw_output(serde_json::to_value(&decision).unwrap())
+            .meta(meta(decided, &view.events));
+        assert_eq!(ours(&fast), sdks(s::SessionUpdate::ToolCall(sdk)));
         assert_eq!(
-            parsed(&ours)["params"]["update"]["_meta"]["sprout/events"][1]["event"],
+            ours(&fast)["params"]["update"]["_meta"]["sprout/events"][2]["event"],
             "decided"
         );
+        // Announced in progress, after a window.
+        let sdk = call(s::ToolCallStatus::InProgress).meta(meta(None, &view.events));
+        assert_eq!(
+            ours(&RoundCall::of(7, &view)),
+            sdks(s::SessionUpdate::ToolCall(sdk))
+        );
+        // New lines of a round in progress; then its end.
+        let update = |fields: s::ToolCallUpdateFields, event| {
+            sdks(s::SessionUpdate::ToolCallUpdate(
+                s::ToolCallUpdate::new(id(), fields).meta(meta(event, &view.events)),
+            ))
+        };
+        let progress = RoundCall {
+            announce: false,
+            ..RoundCall::of(7, &view)
+        };
+        let fields = s::ToolCallUpdateFields::new()
+            .status(s::ToolCallStatus::InProgress)
+            .content(content());
+        assert_eq!(ours(&progress), update(fields, None));
+        let end = RoundCall {
+            announce: false,
+            status: "completed",
+            decision: Some(&decision),
+            ..RoundCall::of(7, &view)
+        };
+        let fields = s::ToolCallUpdateFields::new()
+            .status(s::ToolCallStatus::Completed)
+            .content(content())
+            .raw_output(serde_json::to_value(&decision).unwrap());
+        assert_eq!(ours(&end), update(fields, decided));
+        // Another update, with its own `_meta`, as the SDK writes it.
         let thought = s::SessionUpdate::AgentThoughtChunk(
             s::ContentChunk::new("[sprout] warning".to_owned().into())
                 .meta(meta_of(&json!({"event": "warning"}))),
         );
-        let (ours, sdk) = both(thought, None);
-        assert_eq!(parsed(&ours), parsed(&sdk), "{ours}\n{sdk}");
+        assert_eq!(ours(&thought), sdks(thought));
     }
 }

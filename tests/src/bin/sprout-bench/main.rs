@@ -529,7 +529,7 @@ async fn agent_overhead(fixture: &std::path::Path, rounds: usize, reps: usize) -
             model.clone(),
             host,
             settings,
-            Arc::new(|_: &agent_loop::AgentEvent| {}),
+            Arc::new(|_: &agent_loop::Emitted<'_>| {}),
         );
         let started = Instant::now();
         let outcome = agent.run_prompt("bench", &CancellationToken::new()).await;
