@@ -13,7 +13,10 @@
 //! ignored, a line that is not JSON ignored) and the same `Invalid Request`
 //! error for JSON that is no message.
 //!
-//! Writing is rmcp's own transport's (one line per message, in order).
+//! Writing is one line per message, in order, as rmcp's own transport
+//! writes them; a tool call's line is written straight from the request
+//! ([`call_line`]), where rmcp would first turn its parameters into a
+//! `serde_json::Value` to look for a second `_meta` in them.
 //!
 //! Not here: the bounds on what a server may send or make us wait for
 //! (`guard`), what a call means (`connection`).
@@ -27,13 +30,13 @@ use std::sync::{Arc, Mutex};
 use futures::StreamExt;
 use rmcp::RoleClient;
 use rmcp::model::{
-    CallToolResult, ClientNotification, ClientRequest, ErrorData, JsonRpcMessage, JsonRpcResponse,
-    JsonRpcVersion2_0, RequestId, ServerResult,
+    CallToolResult, ClientNotification, ClientRequest, ErrorData, JsonObject, JsonRpcMessage,
+    JsonRpcResponse, JsonRpcVersion2_0, MetaObject, RequestId, RequestMetaObject, ServerResult,
 };
 use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
 use rmcp::transport::Transport;
-use rmcp::transport::async_rw::{AsyncRwTransport, DEFAULT_MAX_LINE_LENGTH};
-use tokio::io::{AsyncRead, AsyncWrite};
+use rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio_util::bytes::{Buf, BytesMut};
 use tokio_util::codec::{Decoder, FramedRead};
 
@@ -47,8 +50,9 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// A client transport over a server's stdout (`read`) and stdin (`write`).
 pub(crate) struct Stdio<R, W: AsyncWrite> {
     lines: FramedRead<R, LineCodec>,
-    /// rmcp's transport, used for writing only (it reads nothing).
-    writer: AsyncRwTransport<RoleClient, tokio::io::Empty, W>,
+    /// The server's stdin, `None` once closed. Each send holds it for its
+    /// one line, so lines go out whole and in the order sent.
+    writer: Arc<tokio::sync::Mutex<Option<W>>>,
     /// Ids of our `tools/call` requests not answered yet.
     calls: Arc<Mutex<HashSet<RequestId>>>,
     /// An `Invalid Request` reply being written; finished before the next
@@ -64,7 +68,7 @@ where
     pub(crate) fn new(read: R, write: W) -> Self {
         Stdio {
             lines: FramedRead::new(read, LineCodec::new(DEFAULT_MAX_LINE_LENGTH)),
-            writer: AsyncRwTransport::new_client(tokio::io::empty(), write),
+            writer: Arc::new(tokio::sync::Mutex::new(Some(write))),
             calls: Arc::default(),
             replying: None,
         }
@@ -72,6 +76,33 @@ where
 
     fn calls(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
         self.calls.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    /// Writes `item` as one line, after every line sent before it.
+    fn write(
+        &self,
+        item: &TxJsonRpcMessage<RoleClient>,
+    ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static + use<R, W> {
+        // Made now, so the future holds bytes, not the message.
+        let line = call_line(item)
+            .map_or_else(|| serde_json::to_vec(item), Ok)
+            .map(|mut line| {
+                line.push(b'\n');
+                line
+            });
+        let writer = self.writer.clone();
+        async move {
+            let line = line.map_err(io::Error::other)?;
+            let mut writer = writer.lock().await;
+            let Some(writer) = writer.as_mut() else {
+                return Err(io::Error::new(
+                    io::ErrorKind::NotConnected,
+                    "the MCP server's transport is closed",
+                ));
+            };
+            writer.write_all(&line).await?;
+            writer.flush().await
+        }
     }
 
     /// One line as a message: `Ok(None)` for a line to skip, `Err` for JSON
@@ -233,7 +264,7 @@ where
             }
             _ => {}
         }
-        self.writer.send(item)
+        self.write(&item)
     }
 
     async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
@@ -267,15 +298,70 @@ where
                         ErrorData::invalid_request("Invalid request", None),
                         None,
                     );
-                    self.replying = Some(Box::pin(self.writer.send(reply)));
+                    self.replying = Some(Box::pin(self.write(&reply)));
                 }
             }
         }
     }
 
     async fn close(&mut self) -> Result<(), io::Error> {
-        self.writer.close().await
+        // The server's end of input: shut down (for a pipe, a no-op), then
+        // dropped (closed).
+        match self.writer.lock().await.take() {
+            Some(mut writer) => writer.shutdown().await,
+            None => Ok(()),
+        }
     }
+}
+
+/// A `tools/call` request as the line rmcp would write for it (newline
+/// not included), made without rmcp's detour through a `Value`: `None` for
+/// any other message, and for a call whose `_meta` rmcp would merge from
+/// more than one place (then rmcp's own serialisation writes it).
+fn call_line(item: &TxJsonRpcMessage<RoleClient>) -> Option<Vec<u8>> {
+    #[derive(serde::Serialize)]
+    struct Line<'a> {
+        jsonrpc: &'a JsonRpcVersion2_0,
+        id: &'a RequestId,
+        method: &'a rmcp::model::CallToolRequestMethod,
+        params: Params<'a>,
+    }
+    #[derive(serde::Serialize)]
+    struct Params<'a> {
+        #[serde(rename = "_meta", skip_serializing_if = "Option::is_none")]
+        meta: Option<&'a JsonObject>,
+        name: &'a str,
+        #[serde(skip_serializing_if = "Option::is_none")]
+        arguments: Option<&'a JsonObject>,
+    }
+    let JsonRpcMessage::Request(request) = item else {
+        return None;
+    };
+    let ClientRequest::CallToolRequest(call) = &request.request else {
+        return None;
+    };
+    let params = &call.params;
+    let plain = params.meta.is_none()
+        && params.input_responses.is_none()
+        && params.request_state.is_none()
+        && call.extensions.get::<MetaObject>().is_none();
+    if !plain {
+        return None;
+    }
+    let line = Line {
+        jsonrpc: &request.jsonrpc,
+        id: &request.id,
+        method: &call.method,
+        params: Params {
+            meta: call
+                .extensions
+                .get::<RequestMetaObject>()
+                .map(|meta| &meta.0.0),
+            name: &params.name,
+            arguments: params.arguments.as_ref(),
+        },
+    };
+    serde_json::to_vec(&line).ok()
 }
 
 /// One line of input.
@@ -541,5 +627,71 @@ mod tests {
         );
         transport.send(cancelled).await.unwrap();
         assert!(transport.calls().is_empty());
+    }
+
+    // A tool call's line, written the fast way, is the line rmcp writes for
+    // it: with and without a progress token in `_meta`, with arguments
+    // whose strings need escaping. A call whose `_meta` rmcp would merge
+    // from its parameters too, and any other message, go rmcp's way.
+    #[test]
+    fn a_calls_line_is_the_one_rmcp_writes() {
+        let rmcp_line = |item: &ClientJsonRpcMessage| -> serde_json::Value {
+            serde_json::to_value(item).unwrap()
+        };
+        let ours = |item: &ClientJsonRpcMessage| -> serde_json::Value {
+            serde_json::from_slice(&call_line(item).expect("a plain call")).unwrap()
+        };
+        let mut arguments = JsonObject::new();
+        arguments.insert("text".into(), "a \"quote\"\n\u{1b}".into());
+        arguments.insert("n".into(), serde_json::json!({"deep": [1, 2.5, null]}));
+        let mut with_args = call(3);
+        let JsonRpcMessage::Request(request) = &mut with_args else {
+            unreachable!()
+        };
+        let ClientRequest::CallToolRequest(call_request) = &mut request.request else {
+            unreachable!()
+        };
+        call_request.params.arguments = Some(arguments);
+        let mut with_token = with_args.clone();
+        let JsonRpcMessage::Request(request) = &mut with_token else {
+            unreachable!()
+        };
+        rmcp::model::GetMeta::get_meta_mut(&mut request.request)
+            .set_progress_token(rmcp::model::ProgressToken(NumberOrString::Number(9)));
+        for item in [call(1), with_args, with_token.clone()] {
+            assert_eq!(ours(&item), rmcp_line(&item), "{item:?}");
+        }
+        assert_eq!(ours(&with_token)["params"]["_meta"]["progressToken"], 9);
+
+        let mut merged = with_token;
+        let JsonRpcMessage::Request(request) = &mut merged else {
+            unreachable!()
+        };
+        let ClientRequest::CallToolRequest(call_request) = &mut request.request else {
+            unreachable!()
+        };
+        call_request.params.meta = Some(RequestMetaObject::default());
+        assert!(call_line(&merged).is_none(), "two _meta maps: rmcp's way");
+        let listing = ClientJsonRpcMessage::request(
+            ClientRequest::ListToolsRequest(Default::default()),
+            NumberOrString::Number(2),
+        );
+        assert!(call_line(&listing).is_none());
+    }
+
+    // After close, a send fails (it does not write to a pipe that is gone)
+    // and the server reads its end of input.
+    #[tokio::test]
+    async fn a_closed_transport_writes_nothing() {
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            let (mut transport, mut their_input, _their_output) = pipe();
+            transport.close().await.unwrap();
+            let error = transport.send(call(1)).await.unwrap_err();
+            assert_eq!(error.kind(), io::ErrorKind::NotConnected);
+            let mut rest = String::new();
+            assert_eq!(their_input.read_line(&mut rest).await.unwrap(), 0, "{rest}");
+        })
+        .await
+        .expect("the close did not end");
     }
 }
