@@ -336,7 +336,7 @@ impl Connection {
                     ));
                 };
                 let transport = Guarded::new(
-                    crate::stdio::Stdio::new(stdout, stdin),
+                    crate::stdio::Stdio::<_, _, crate::stdio::Client>::new(stdout, stdin),
                     Limits::stdio(),
                     wire.clone(),
                 );
@@ -413,7 +413,7 @@ impl Connection {
         let (our_input, our_output) = tokio::io::split(ours);
         let wire = Tripwire::default();
         let transport = Guarded::new(
-            crate::stdio::Stdio::new(our_input, our_output),
+            crate::stdio::Stdio::<_, _, crate::stdio::Client>::new(our_input, our_output),
             Limits::stdio(),
             wire.clone(),
         );

@@ -28,14 +28,14 @@ use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
 use futures::StreamExt;
-use rmcp::RoleClient;
 use rmcp::model::{
     CallToolResult, ClientNotification, ClientRequest, ErrorData, JsonObject, JsonRpcMessage,
     JsonRpcResponse, JsonRpcVersion2_0, MetaObject, RequestId, RequestMetaObject, ServerResult,
 };
-use rmcp::service::{RxJsonRpcMessage, TxJsonRpcMessage};
+use rmcp::service::{RxJsonRpcMessage, ServiceRole, TxJsonRpcMessage};
 use rmcp::transport::Transport;
 use rmcp::transport::async_rw::DEFAULT_MAX_LINE_LENGTH;
+use rmcp::{RoleClient, RoleServer};
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt as _};
 use tokio_util::bytes::{Buf, BytesMut};
 use tokio_util::codec::{Decoder, FramedRead};
@@ -47,44 +47,79 @@ const MAX_REMEMBERED_CALLS: usize = 1024;
 /// UTF-8's byte order mark, which JSON readers may skip (RFC 8259 §8.1).
 const BOM: &[u8] = b"\xEF\xBB\xBF";
 
-/// A client transport over a server's stdout (`read`) and stdin (`write`).
-pub(crate) struct Stdio<R, W: AsyncWrite> {
+/// A transport over lines of JSON-RPC: the agent's over a server's stdout
+/// (`read`) and stdin (`write`), or a hook server's over its own stdio;
+/// `S` is the side ([`Client`], [`Server`]) and what it reads fast.
+pub(crate) struct Stdio<R, W: AsyncWrite, S = Client> {
     lines: FramedRead<R, LineCodec>,
-    /// The server's stdin, `None` once closed. Each send holds it for its
+    /// The peer's input, `None` once closed. Each send holds it for its
     /// one line, so lines go out whole and in the order sent.
     writer: Arc<tokio::sync::Mutex<Option<W>>>,
-    /// Ids of our `tools/call` requests not answered yet.
-    calls: Arc<Mutex<HashSet<RequestId>>>,
+    side: S,
     /// An `Invalid Request` reply being written; finished before the next
     /// line is read (kept here, so a cancelled receive does not lose it).
     replying: Option<Pin<Box<dyn Future<Output = io::Result<()>> + Send>>>,
 }
 
-impl<R, W> Stdio<R, W>
+/// One end of the wire, and the messages it reads (and writes) its own way
+/// rather than rmcp's; where it does, what it reads is what rmcp would.
+pub(crate) trait Side: Default + Send + 'static {
+    type Role: ServiceRole;
+
+    /// `line` (no newline) read the fast way, if it is a message this side
+    /// reads so.
+    fn fast(&self, line: &[u8]) -> Option<RxJsonRpcMessage<Self::Role>>;
+
+    /// A message read rmcp's way.
+    fn read(&self, message: &RxJsonRpcMessage<Self::Role>) {
+        let _ = message;
+    }
+
+    /// `item` is about to be written: its line (no newline), if this side
+    /// writes it its own way.
+    fn sending(&self, item: &TxJsonRpcMessage<Self::Role>) -> Option<Vec<u8>>;
+}
+
+/// The agent's side: answers to its tool calls are read straight as a
+/// `CallToolResult`, and its tool calls are written straight
+/// ([`call_line`]).
+#[derive(Default)]
+pub(crate) struct Client {
+    /// Ids of our `tools/call` requests not answered yet.
+    calls: Mutex<HashSet<RequestId>>,
+}
+
+/// A hook server's side: a `tools/call` request is read straight, not by
+/// trying each request type rmcp knows in turn (each a failed decoding
+/// with its error message made and dropped) until `tools/call`'s.
+#[derive(Default)]
+pub(crate) struct Server;
+
+impl<R, W, S> Stdio<R, W, S>
 where
     R: AsyncRead + Send + Unpin,
     W: AsyncWrite + Send + Unpin + 'static,
+    S: Side,
 {
+    /// Reads lines from `read` and writes them to `write`, as `S`.
     pub(crate) fn new(read: R, write: W) -> Self {
         Stdio {
             lines: FramedRead::new(read, LineCodec::new(DEFAULT_MAX_LINE_LENGTH)),
             writer: Arc::new(tokio::sync::Mutex::new(Some(write))),
-            calls: Arc::default(),
+            side: S::default(),
             replying: None,
         }
-    }
-
-    fn calls(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
-        self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Writes `item` as one line, after every line sent before it.
     fn write(
         &self,
-        item: &TxJsonRpcMessage<RoleClient>,
-    ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static + use<R, W> {
+        item: &TxJsonRpcMessage<S::Role>,
+    ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static + use<R, W, S> {
         // Made now, so the future holds bytes, not the message.
-        let line = call_line(item)
+        let line = self
+            .side
+            .sending(item)
             .map_or_else(|| serde_json::to_vec(item), Ok)
             .map(|mut line| {
                 line.push(b'\n');
@@ -97,7 +132,7 @@ where
             let Some(writer) = writer.as_mut() else {
                 return Err(io::Error::new(
                     io::ErrorKind::NotConnected,
-                    "the MCP server's transport is closed",
+                    "the MCP transport is closed",
                 ));
             };
             writer.write_all(&line).await?;
@@ -107,42 +142,41 @@ where
 
     /// One line as a message: `Ok(None)` for a line to skip, `Err` for JSON
     /// that is no message (answered with `Invalid Request`).
-    fn parse(&self, line: &[u8]) -> Result<Option<RxJsonRpcMessage<RoleClient>>, ()> {
+    fn parse(&self, line: &[u8]) -> Result<Option<RxJsonRpcMessage<S::Role>>, ()> {
         let line = line.strip_suffix(b"\n").unwrap_or(line);
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         let line = line.strip_prefix(BOM).unwrap_or(line);
         if line.is_empty() {
             return Ok(None);
         }
-        if let Some(answer) = self.call_answer(line) {
-            return Ok(Some(answer));
+        if let Some(message) = self.side.fast(line) {
+            return Ok(Some(message));
         }
-        match serde_json::from_slice::<RxJsonRpcMessage<RoleClient>>(line) {
+        match serde_json::from_slice::<RxJsonRpcMessage<S::Role>>(line) {
             Ok(message) => {
-                let id = match &message {
-                    JsonRpcMessage::Response(response) => Some(&response.id),
-                    JsonRpcMessage::Error(error) => error.id.as_ref(),
-                    _ => None,
-                };
-                if let Some(id) = id {
-                    self.calls().remove(id);
-                }
+                self.side.read(&message);
                 Ok(Some(message))
             }
             Err(e) => match e.classify() {
                 // Not JSON: there is no id to answer, and answering could
                 // start an echo storm; the other MCP SDKs ignore it too.
                 serde_json::error::Category::Syntax | serde_json::error::Category::Eof => {
-                    tracing::debug!("ignoring an unparsable line from an MCP server: {e}");
+                    tracing::debug!("ignoring an unparsable line from an MCP peer: {e}");
                     Ok(None)
                 }
                 _ if ignored_notification(line) => Ok(None),
                 _ => {
-                    tracing::debug!("protocol error on a line from an MCP server: {e}");
+                    tracing::debug!("protocol error on a line from an MCP peer: {e}");
                     Err(())
                 }
             },
         }
+    }
+}
+
+impl Client {
+    fn calls(&self) -> std::sync::MutexGuard<'_, HashSet<RequestId>> {
+        self.calls.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// `line` read as the answer to one of our tool calls, if it is one.
@@ -162,15 +196,133 @@ where
         if self.calls().is_empty() {
             return None;
         }
-        let answer: Answer = serde_json::from_slice(line).ok()?;
-        if answer.error.is_some() || answer.method.is_some() || !self.calls().remove(&answer.id) {
+        let (jsonrpc, id, result) = match serde_json::from_slice::<TextAnswer>(line) {
+            // rmcp refuses a result with none of its fields.
+            Ok(answer) if answer.result.content.is_some() || answer.result.is_error.is_some() => {
+                (answer.jsonrpc, answer.id, answer.result.into())
+            }
+            _ => {
+                let answer: Answer = serde_json::from_slice(line).ok()?;
+                if answer.error.is_some() || answer.method.is_some() {
+                    return None;
+                }
+                (answer.jsonrpc, answer.id, answer.result)
+            }
+        };
+        if !self.calls().remove(&id) {
             return None;
         }
         Some(JsonRpcMessage::Response(JsonRpcResponse {
-            jsonrpc: answer.jsonrpc,
-            id: answer.id,
-            result: ServerResult::CallToolResult(answer.result),
+            jsonrpc,
+            id,
+            result: ServerResult::CallToolResult(result),
         }))
+    }
+}
+
+impl Side for Client {
+    type Role = RoleClient;
+
+    fn fast(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleClient>> {
+        self.call_answer(line)
+    }
+
+    fn read(&self, message: &RxJsonRpcMessage<RoleClient>) {
+        let id = match message {
+            JsonRpcMessage::Response(response) => Some(&response.id),
+            JsonRpcMessage::Error(error) => error.id.as_ref(),
+            _ => None,
+        };
+        if let Some(id) = id {
+            self.calls().remove(id);
+        }
+    }
+
+    fn sending(&self, item: &TxJsonRpcMessage<RoleClient>) -> Option<Vec<u8>> {
+        match item {
+            JsonRpcMessage::Request(request)
+                if matches!(request.request, ClientRequest::CallToolRequest(_)) =>
+            {
+                let mut calls = self.calls();
+                if calls.len() < MAX_REMEMBERED_CALLS {
+                    calls.insert(request.id.clone());
+                }
+            }
+            // A cancelled call may never be answered: forget it.
+            JsonRpcMessage::Notification(notification) => {
+                if let ClientNotification::CancelledNotification(cancelled) =
+                    &notification.notification
+                    && let Some(id) = &cancelled.params.request_id
+                {
+                    self.calls().remove(id);
+                }
+            }
+            _ => {}
+        }
+        call_line(item)
+    }
+}
+
+impl Side for Server {
+    type Role = RoleServer;
+
+    fn fast(&self, line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+        call_request(line)
+    }
+
+    fn sending(&self, _: &TxJsonRpcMessage<RoleServer>) -> Option<Vec<u8>> {
+        None
+    }
+}
+
+/// The answer most calls get, text only, read without the buffering that
+/// rmcp's content union needs (serde reads a tagged union into a tree
+/// first, to find its tag): nothing but `jsonrpc`, `id` and a `result` of
+/// text blocks (each only `type` and `text`) and `isError`. Any other
+/// line fails to read as one and is read as [`CallToolResult`] instead,
+/// so where this reads, it reads what rmcp would.
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextAnswer {
+    jsonrpc: JsonRpcVersion2_0,
+    id: RequestId,
+    result: TextResult,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields, rename_all = "camelCase")]
+struct TextResult {
+    content: Option<Vec<TextBlock>>,
+    is_error: Option<bool>,
+}
+
+#[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct TextBlock {
+    #[serde(rename = "type")]
+    _kind: TextKind,
+    text: String,
+}
+
+#[derive(serde::Deserialize)]
+enum TextKind {
+    #[serde(rename = "text")]
+    Text,
+}
+
+impl From<TextResult> for CallToolResult {
+    fn from(result: TextResult) -> CallToolResult {
+        let content = result
+            .content
+            .unwrap_or_default()
+            .into_iter()
+            .map(|block| rmcp::model::ContentBlock::text(block.text))
+            .collect();
+        let mut read = CallToolResult::default();
+        read.result_type = None;
+        read.content = content;
+        read.is_error = result.is_error;
+        read
     }
 }
 
@@ -229,10 +381,11 @@ fn ignored_notification(line: &[u8]) -> bool {
     (id.is_none() && !standard) || (method.starts_with("notifications/") && !standard_notification)
 }
 
-impl<R, W> Transport<RoleClient> for Stdio<R, W>
+impl<R, W, S> Transport<S::Role> for Stdio<R, W, S>
 where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
+    S: Side,
 {
     type Error = io::Error;
 
@@ -242,32 +395,12 @@ where
 
     fn send(
         &mut self,
-        item: TxJsonRpcMessage<RoleClient>,
+        item: TxJsonRpcMessage<S::Role>,
     ) -> impl Future<Output = Result<(), io::Error>> + Send + 'static {
-        match &item {
-            JsonRpcMessage::Request(request)
-                if matches!(request.request, ClientRequest::CallToolRequest(_)) =>
-            {
-                let mut calls = self.calls();
-                if calls.len() < MAX_REMEMBERED_CALLS {
-                    calls.insert(request.id.clone());
-                }
-            }
-            // A cancelled call may never be answered: forget it.
-            JsonRpcMessage::Notification(notification) => {
-                if let ClientNotification::CancelledNotification(cancelled) =
-                    &notification.notification
-                    && let Some(id) = &cancelled.params.request_id
-                {
-                    self.calls().remove(id);
-                }
-            }
-            _ => {}
-        }
         self.write(&item)
     }
 
-    async fn receive(&mut self) -> Option<RxJsonRpcMessage<RoleClient>> {
+    async fn receive(&mut self) -> Option<RxJsonRpcMessage<S::Role>> {
         loop {
             if let Some(reply) = self.replying.as_mut() {
                 let written = reply.await;
@@ -281,12 +414,12 @@ where
                 Ok(Line::Oversized) => {
                     tracing::error!(
                         max_line_length = DEFAULT_MAX_LINE_LENGTH,
-                        "a message from an MCP server exceeded the maximum line length; discarding it"
+                        "a message from an MCP peer exceeded the maximum line length; discarding it"
                     );
                     continue;
                 }
                 Err(e) => {
-                    tracing::error!("error reading from an MCP server: {e}");
+                    tracing::error!("error reading from an MCP peer: {e}");
                     return None;
                 }
             };
@@ -294,7 +427,7 @@ where
                 Ok(Some(message)) => return Some(message),
                 Ok(None) => {}
                 Err(()) => {
-                    let reply = TxJsonRpcMessage::<RoleClient>::error(
+                    let reply = TxJsonRpcMessage::<S::Role>::error(
                         ErrorData::invalid_request("Invalid request", None),
                         None,
                     );
@@ -362,6 +495,42 @@ fn call_line(item: &TxJsonRpcMessage<RoleClient>) -> Option<Vec<u8>> {
         },
     };
     serde_json::to_vec(&line).ok()
+}
+
+/// `line` read as a `tools/call` request, as rmcp reads one, if it is a
+/// plain one: nothing but `jsonrpc`, `id`, `method` and `params` of
+/// `name`, `arguments` and `_meta` (which rmcp keeps in the request's
+/// extensions). Any other line is for rmcp to read.
+fn call_request(line: &[u8]) -> Option<RxJsonRpcMessage<RoleServer>> {
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Call {
+        jsonrpc: JsonRpcVersion2_0,
+        id: RequestId,
+        method: rmcp::model::CallToolRequestMethod,
+        params: Params,
+    }
+    #[derive(serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Params {
+        #[serde(rename = "_meta")]
+        meta: Option<JsonObject>,
+        name: String,
+        arguments: Option<JsonObject>,
+    }
+    let call: Call = serde_json::from_slice(line).ok()?;
+    let mut params = rmcp::model::CallToolRequestParams::new(call.params.name);
+    params.arguments = call.params.arguments;
+    let mut request = rmcp::model::Request::new(params);
+    request.method = call.method;
+    if let Some(meta) = call.params.meta {
+        request.extensions.insert(RequestMetaObject::from(meta));
+    }
+    Some(JsonRpcMessage::Request(rmcp::model::JsonRpcRequest {
+        jsonrpc: call.jsonrpc,
+        id: call.id,
+        request: ClientRequest::CallToolRequest(request),
+    }))
 }
 
 /// One line of input.
@@ -446,6 +615,7 @@ mod tests {
     use rmcp::model::{
         CallToolRequestParams, ClientJsonRpcMessage, NumberOrString, ServerJsonRpcMessage,
     };
+    use serde::Deserialize as _;
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
 
     use super::*;
@@ -536,7 +706,7 @@ mod tests {
         let sent: serde_json::Value = serde_json::from_str(&sent).unwrap();
         assert_eq!(sent["method"], "tools/call");
         assert_eq!(sent["id"], 7);
-        assert_eq!(transport.calls().len(), 1);
+        assert_eq!(transport.side.calls().len(), 1);
 
         let lines = concat!(
             "not json\n",
@@ -557,7 +727,7 @@ mod tests {
             panic!("not a tool result: {:?}", response.result);
         };
         assert_eq!(result.content.len(), 1);
-        assert!(transport.calls().is_empty());
+        assert!(transport.side.calls().is_empty());
 
         let listing = transport.receive().await.unwrap();
         assert!(
@@ -608,7 +778,7 @@ mod tests {
                 panic!("not a tool result: {:?}", response.result);
             };
             assert_eq!(result.content.len(), 1, "the line with an error was taken");
-            assert!(transport.calls().is_empty());
+            assert!(transport.side.calls().is_empty());
         })
         .await
         .expect("the reading did not end");
@@ -626,7 +796,7 @@ mod tests {
             )),
         );
         transport.send(cancelled).await.unwrap();
-        assert!(transport.calls().is_empty());
+        assert!(transport.side.calls().is_empty());
     }
 
     // A tool call's line, written the fast way, is the line rmcp writes for
@@ -693,5 +863,102 @@ mod tests {
         })
         .await
         .expect("the close did not end");
+    }
+
+    // A text-only answer, read without rmcp's buffering, is the result rmcp
+    // reads from it; every other shape of answer (annotations, images,
+    // structured content, a result type, no known field) is read rmcp's
+    // way, and a result rmcp refuses is refused.
+    #[tokio::test]
+    async fn text_answers_read_as_rmcp_reads_them() {
+        let fast = [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a \"b\"\n\u00e9"}]}}"#,
+            r#"{"id":1,"result":{"isError":true,"content":[{"text":"x","type":"text"},{"type":"text","text":""}]},"jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":"s-1","result":{"content":[]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"isError":false}}"#,
+        ];
+        let slow = [
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a","annotations":{"priority":0.5}}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"image","data":"AA==","mimeType":"image/png"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[],"structuredContent":{"ok":true}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"resultType":"complete","content":[{"type":"text","text":"a"}]}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text","text":"a"}],"_meta":{"k":1}}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"result":{"content":[{"type":"text"}]}}"#,
+        ];
+        let (transport, _their_input, _their_output) = pipe();
+        for line in fast.iter().chain(&slow) {
+            let value: serde_json::Value = serde_json::from_str(line).unwrap();
+            let rmcp = CallToolResult::deserialize(&value["result"]).ok();
+            let id: RequestId = serde_json::from_value(value["id"].clone()).unwrap();
+            transport.side.calls().insert(id.clone());
+            let ours = transport.side.call_answer(line.as_bytes()).map(|message| {
+                let JsonRpcMessage::Response(response) = message else {
+                    panic!("not a response: {message:?}");
+                };
+                assert_eq!(response.id, id);
+                let ServerResult::CallToolResult(result) = response.result else {
+                    panic!("not a tool result: {:?}", response.result);
+                };
+                result
+            });
+            assert_eq!(ours, rmcp, "{line}");
+            assert_eq!(transport.side.calls().remove(&id), rmcp.is_none(), "{line}");
+        }
+        for line in fast {
+            assert!(serde_json::from_str::<TextAnswer>(line).is_ok(), "{line}");
+        }
+        for line in &slow[..5] {
+            assert!(serde_json::from_str::<TextAnswer>(line).is_err(), "{line}");
+        }
+    }
+
+    // A plain tool call reads, the fast way, as the request rmcp reads from
+    // it: the same method, id, name, arguments and `_meta` (in the
+    // extensions, as rmcp keeps it), written back the same; a call with
+    // anything more, or another request, is left for rmcp to read.
+    #[test]
+    fn a_servers_tool_calls_read_as_rmcp_reads_them() {
+        let plain = [
+            r#"{"jsonrpc":"2.0","id":3,"method":"tools/call","params":{"name":"_Stop","arguments":{}}}"#,
+            r#"{"params":{"_meta":{"progressToken":"p-1"},"arguments":{"text":"a \"b\"\n","n":[1,2.5]},"name":"t"},"method":"tools/call","id":"x","jsonrpc":"2.0"}"#,
+            r#"{"jsonrpc":"2.0","id":4,"method":"tools/call","params":{"name":"t"}}"#,
+            r#"{"jsonrpc":"2.0","id":5,"method":"tools/call","params":{"name":"t","arguments":null,"_meta":null}}"#,
+        ];
+        for line in plain {
+            let ours = call_request(line.as_bytes()).expect("a plain call");
+            let theirs: ClientJsonRpcMessage = serde_json::from_str(line).unwrap();
+            let (JsonRpcMessage::Request(ours), JsonRpcMessage::Request(theirs)) = (&ours, &theirs)
+            else {
+                panic!("not requests: {ours:?} {theirs:?}");
+            };
+            assert_eq!(ours.id, theirs.id, "{line}");
+            let (ClientRequest::CallToolRequest(a), ClientRequest::CallToolRequest(b)) =
+                (&ours.request, &theirs.request)
+            else {
+                panic!("not tool calls: {ours:?} {theirs:?}");
+            };
+            assert_eq!(a.params, b.params, "{line}");
+            assert_eq!(
+                a.extensions.get::<RequestMetaObject>(),
+                b.extensions.get::<RequestMetaObject>(),
+                "{line}"
+            );
+            assert_eq!(
+                serde_json::to_value(ours).unwrap(),
+                serde_json::to_value(theirs).unwrap(),
+                "{line}"
+            );
+        }
+        let other = [
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/list","params":{}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t","requestState":"s"}}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"name":"t"},"extra":1}"#,
+            r#"{"jsonrpc":"2.0","id":1,"method":"tools/call","params":{"arguments":{}}}"#,
+            r#"{"jsonrpc":"1.0","id":1,"method":"tools/call","params":{"name":"t"}}"#,
+        ];
+        for line in other {
+            assert!(call_request(line.as_bytes()).is_none(), "{line}");
+        }
     }
 }

@@ -281,8 +281,10 @@ impl ToolServer {
             inner: input,
             gone: gone.clone(),
         };
+        // Tool calls are read straight, not as rmcp reads every request.
+        let transport = crate::stdio::Stdio::<_, _, crate::stdio::Server>::new(input, output);
         let running = handler
-            .serve((input, output))
+            .serve(transport)
             .await
             .map_err(std::io::Error::other)?;
         Ok((running, gone))
