@@ -20,12 +20,16 @@
 //! ```text
 //! sprout-bench [--quick] [--out FILE] [--fixture PATH] [--sprout PATH]
 //! sprout-bench --profile-acp[-off] SERVERS PROMPTS [--fixture PATH] [--sprout PATH]
+//! sprout-bench --profile-host SERVERS ROUNDS [--fixture PATH]
 //! ```
 //!
 //! `--profile-acp` reports no figure: it drives one `sprout acp` (hooks on,
 //! or off with `--profile-acp-off`) through PROMPTS one-round prompts and
 //! prints its pid first, for a profiler to attach to
-//! (`perf record -p PID`).
+//! (`perf record -p PID`). `--profile-host` is figure 2 alone: ROUNDS
+//! `_Stop` rounds of a `Host` in this process against SERVERS instant
+//! servers, for this process to be run under a profiler (the difference of
+//! two ROUNDS counts is what the rounds cost, start-up taken out).
 //!
 //! Every multi-server figure checks that all its servers came up, and every
 //! round that it decided as expected, before its figure is reported: a figure
@@ -62,6 +66,8 @@ struct Args {
     /// Drive one `sprout acp` for a profiler instead of the figures:
     /// servers, prompts, hooks off ([`acp::Surface::profile`]).
     profile_acp: Option<(usize, usize, bool)>,
+    /// Run figure 2's rounds alone, for a profiler: servers, rounds.
+    profile_host: Option<(usize, usize)>,
 }
 
 fn parse_args() -> Result<Args, String> {
@@ -72,6 +78,7 @@ fn parse_args() -> Result<Args, String> {
         sprout: sibling("sprout"),
         http_hook_server: false,
         profile_acp: None,
+        profile_host: None,
     };
     let mut it = std::env::args().skip(1);
     while let Some(arg) = it.next() {
@@ -94,6 +101,14 @@ fn parse_args() -> Result<Args, String> {
                 let servers = number("a server count")?;
                 let prompts = number("a prompt count")?;
                 args.profile_acp = Some((servers, prompts, arg == "--profile-acp-off"));
+            }
+            "--profile-host" => {
+                let mut number = |what: &str| -> Result<usize, String> {
+                    it.next()
+                        .and_then(|n| n.parse().ok())
+                        .ok_or_else(|| format!("--profile-host needs {what}"))
+                };
+                args.profile_host = Some((number("a server count")?, number("a round count")?));
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -776,6 +791,24 @@ async fn main() {
             eprintln!("sprout-bench: {e}");
             std::process::exit(1);
         }
+        return;
+    }
+    if let Some((servers, rounds)) = args.profile_host {
+        let host = start(
+            fixtures(
+                &args.fixture,
+                servers,
+                &["--hooks", "_Stop", "--stop", "empty"],
+            ),
+            10_000,
+        )
+        .await;
+        let mut host = host;
+        for _ in 0..rounds {
+            stop_round(&mut host).await;
+        }
+        host.shutdown().await;
+        println!("{rounds} _Stop rounds against {servers} server(s)");
         return;
     }
     let (reps, slow_reps, start_reps) = if args.quick {
