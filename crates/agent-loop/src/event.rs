@@ -203,8 +203,8 @@ impl std::fmt::Display for CompactionKind {
 pub type Sink = std::sync::Arc<dyn Fn(&Emitted<'_>) + Send + Sync>;
 
 /// An event on its way through the sinks, with its JSON made at most once
-/// for all of them: the transcript, `--json` and an ACP client's `_meta`
-/// each write the same text, and a sink that passes the event on (as
+/// for all of them: the transcript, `--json` and the `_meta` of a hook
+/// round's ACP update each write the same text, and a sink that passes the event on (as
 /// [`Transcript::tee`](crate::Transcript::tee) does) passes the JSON with it.
 /// Reads as the event itself ([`Deref`](std::ops::Deref)).
 pub struct Emitted<'a> {
@@ -231,10 +231,20 @@ impl<'a> Emitted<'a> {
     /// same text after. An error names why it could not be made.
     pub fn json(&self) -> Result<&serde_json::value::RawValue, &str> {
         self.json
-            .get_or_init(|| serde_json::value::to_raw_value(self.event).map_err(|e| e.to_string()))
+            .get_or_init(|| {
+                #[cfg(test)]
+                MADE.with(|made| made.set(made.get() + 1));
+                serde_json::value::to_raw_value(self.event).map_err(|e| e.to_string())
+            })
             .as_deref()
             .map_err(String::as_str)
     }
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many events' JSON this thread made, for the tests of sharing.
+    pub(crate) static MADE: std::cell::Cell<usize> = const { std::cell::Cell::new(0) };
 }
 
 impl std::ops::Deref for Emitted<'_> {

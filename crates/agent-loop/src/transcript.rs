@@ -1374,9 +1374,9 @@ mod tests {
     }
 
     // An event's JSON is made once for the transcript and the sink it tees
-    // into: the sink is handed the very text the transcript then writes
-    // (the same allocation, not a copy made again), and the line is the
-    // event record `read` knows, reading back as the event [O2].
+    // into (one serialisation in all), the sink is handed the event's own
+    // text, and the line is the event record `read` knows, reading back as
+    // the event [O2].
     #[test]
     fn a_teed_sink_shares_the_events_json() {
         let dir = std::env::temp_dir().join(format!("agent-loop-tee-{}", std::process::id()));
@@ -1397,10 +1397,16 @@ mod tests {
         };
         let emitted = Emitted::new(&event);
         let before = std::fs::read_to_string(t.path()).unwrap();
+        let made_before = crate::event::MADE.with(std::cell::Cell::get);
         sink(&emitted);
-        let (made, text) = seen.lock().unwrap()[0].clone();
+        let made = crate::event::MADE.with(std::cell::Cell::get) - made_before;
+        assert_eq!(
+            made, 1,
+            "the sink and the transcript share one serialisation"
+        );
+        let (shared, text) = seen.lock().unwrap()[0].clone();
         let json = emitted.json().unwrap().get().as_ptr() as usize;
-        assert_eq!(made, json, "made once");
+        assert_eq!(shared, json, "the sink was handed the event's own JSON");
         let line = std::fs::read_to_string(t.path()).unwrap()[before.len()..].to_owned();
         assert_eq!(line, format!("{{\"record\":\"event\",\"event\":{text}}}\n"));
         match serde_json::from_str::<Record>(line.trim_end()).unwrap() {

@@ -1,22 +1,28 @@
-//! The stdio wire to one server: rmcp's line transport, with a fast way in
-//! for the answers to our tool calls.
+//! The line wire of MCP over stdio, for both ends: the agent's, over a
+//! server's stdout and stdin ([`Client`]), and a hook server's, over its
+//! own ([`Server`]). Every line is read as rmcp reads it (the same bounded
+//! line: 16 MiB, a longer one dropped and logged; the same leniency:
+//! non-MCP notifications ignored, a line that is not JSON ignored; the same
+//! `Invalid Request` error for JSON that is no message), but for the lines
+//! that make a hook call, read and written straight:
 //!
-//! rmcp reads every incoming line as a `JsonRpcMessage` whose result is the
-//! untagged `ServerResult`: serde buffers the result and tries the union's
-//! variants in order, and a tool call's answer is the sixteenth, so each one
-//! costs fifteen failed decodings (each an error message formatted and
-//! dropped) before the right one. Here an answer to a `tools/call` we sent
-//! (its id is remembered when the request goes out) is read straight as a
-//! `CallToolResult`; any other line, or an answer that does not read as
-//! one, goes the way rmcp reads it: the same bounded line (16 MiB, a longer
-//! one dropped and logged), the same leniency (non-MCP notifications
-//! ignored, a line that is not JSON ignored) and the same `Invalid Request`
-//! error for JSON that is no message.
+//! - The answer to one of the agent's `tools/call`s (its id is remembered
+//!   when the request goes out) is read as a `CallToolResult`, a text-only
+//!   one without buffering ([`TextAnswer`]). rmcp reads every answer
+//!   through its untagged `ServerResult`: serde buffers the result and
+//!   tries the union's variants in order, and a tool call's answer is the
+//!   sixteenth, so each one costs fifteen failed decodings (each an error
+//!   message formatted and dropped) before the right one.
+//! - The agent's `tools/call` is written straight from the request
+//!   ([`call_line`]); rmcp first turns its parameters into a
+//!   `serde_json::Value` to look for a second `_meta` in them.
+//! - A hook server reads a plain `tools/call` straight ([`call_request`]);
+//!   rmcp tries each request type it knows in turn.
 //!
-//! Writing is one line per message, in order, as rmcp's own transport
-//! writes them; a tool call's line is written straight from the request
-//! ([`call_line`]), where rmcp would first turn its parameters into a
-//! `serde_json::Value` to look for a second `_meta` in them.
+//! Each is tested against what rmcp reads or writes for the same line; any
+//! line they do not take goes rmcp's way. Writing is one whole line per
+//! message: a send whose future is dropped halfway leaves the rest of its
+//! line to go out before the next one, as rmcp's framed writer does.
 //!
 //! Not here: the bounds on what a server may send or make us wait for
 //! (`guard`), what a call means (`connection`).
@@ -52,13 +58,20 @@ const BOM: &[u8] = b"\xEF\xBB\xBF";
 /// `S` is the side ([`Client`], [`Server`]) and what it reads fast.
 pub(crate) struct Stdio<R, W: AsyncWrite, S = Client> {
     lines: FramedRead<R, LineCodec>,
-    /// The peer's input, `None` once closed. Each send holds it for its
-    /// one line, so lines go out whole and in the order sent.
-    writer: Arc<tokio::sync::Mutex<Option<W>>>,
+    /// The peer's input. Each send holds it for its line, so lines go out
+    /// whole, in the order the sends take it.
+    writer: Arc<tokio::sync::Mutex<Pipe<W>>>,
     side: S,
     /// An `Invalid Request` reply being written; finished before the next
     /// line is read (kept here, so a cancelled receive does not lose it).
     replying: Option<Pin<Box<dyn Future<Output = io::Result<()>> + Send>>>,
+}
+
+/// The peer's input and what a dropped send left unwritten of its line.
+struct Pipe<W> {
+    /// `None` once closed.
+    out: Option<W>,
+    unsent: BytesMut,
 }
 
 /// One end of the wire, and the messages it reads (and writes) its own way
@@ -105,13 +118,17 @@ where
     pub(crate) fn new(read: R, write: W) -> Self {
         Stdio {
             lines: FramedRead::new(read, LineCodec::new(DEFAULT_MAX_LINE_LENGTH)),
-            writer: Arc::new(tokio::sync::Mutex::new(Some(write))),
+            writer: Arc::new(tokio::sync::Mutex::new(Pipe {
+                out: Some(write),
+                unsent: BytesMut::new(),
+            })),
             side: S::default(),
             replying: None,
         }
     }
 
-    /// Writes `item` as one line, after every line sent before it.
+    /// Writes `item` as one line, after the lines of the sends that took
+    /// the pipe before it.
     fn write(
         &self,
         item: &TxJsonRpcMessage<S::Role>,
@@ -128,15 +145,25 @@ where
         let writer = self.writer.clone();
         async move {
             let line = line.map_err(io::Error::other)?;
-            let mut writer = writer.lock().await;
-            let Some(writer) = writer.as_mut() else {
+            let mut pipe = writer.lock().await;
+            let Pipe { out, unsent } = &mut *pipe;
+            let Some(out) = out.as_mut() else {
                 return Err(io::Error::new(
                     io::ErrorKind::NotConnected,
                     "the MCP transport is closed",
                 ));
             };
-            writer.write_all(&line).await?;
-            writer.flush().await
+            // After what a dropped send left of its line; kept here until
+            // written, should this future be dropped at an await.
+            unsent.extend_from_slice(&line);
+            while !unsent.is_empty() {
+                match out.write(unsent).await {
+                    Ok(0) => return Err(io::ErrorKind::WriteZero.into()),
+                    Ok(n) => unsent.advance(n),
+                    Err(e) => return Err(e),
+                }
+            }
+            out.flush().await
         }
     }
 
@@ -438,12 +465,13 @@ where
     }
 
     async fn close(&mut self) -> Result<(), io::Error> {
-        // The server's end of input: shut down (for a pipe, a no-op), then
-        // dropped (closed).
-        match self.writer.lock().await.take() {
-            Some(mut writer) => writer.shutdown().await,
-            None => Ok(()),
+        // The peer's end of input: shut down (for a pipe, a no-op; for an
+        // in-process duplex, its end), then dropped (closed). As with rmcp's
+        // transport, closing does not fail.
+        if let Some(mut out) = self.writer.lock().await.out.take() {
+            let _ = out.shutdown().await;
         }
+        Ok(())
     }
 }
 
@@ -668,7 +696,13 @@ mod tests {
     type Write = tokio::io::WriteHalf<tokio::io::DuplexStream>;
 
     fn pipe() -> (Stdio<Read, Write>, BufReader<Read>, Write) {
-        let (ours, theirs) = tokio::io::duplex(1 << 16);
+        pipe_of(1 << 16)
+    }
+
+    /// A transport of side `S` over a duplex pipe of `capacity` bytes, and
+    /// the peer's ends.
+    fn pipe_of<S: Side>(capacity: usize) -> (Stdio<Read, Write, S>, BufReader<Read>, Write) {
+        let (ours, theirs) = tokio::io::duplex(capacity);
         let (read, write) = tokio::io::split(ours);
         let (their_read, their_write) = tokio::io::split(theirs);
         (
@@ -960,5 +994,74 @@ mod tests {
         for line in other {
             assert!(call_request(line.as_bytes()).is_none(), "{line}");
         }
+    }
+
+    // The fast write covers every field rmcp 3.11's call parameters have;
+    // an rmcp with another field fails here, not silently on the wire.
+    #[test]
+    fn a_calls_fields_are_the_ones_call_line_writes() {
+        let fields = format!("{:?}", CallToolRequestParams::new("t"));
+        assert_eq!(
+            fields,
+            r#"CallToolRequestParams { meta: None, name: "t", arguments: None, input_responses: None, request_state: None }"#,
+            "call_line (and its `plain` check) must learn the new field"
+        );
+    }
+
+    // A send dropped halfway through its line (the pipe full) leaves the
+    // rest to go out first: the peer reads both lines whole, in order.
+    #[tokio::test]
+    async fn a_dropped_send_does_not_tear_its_line() {
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            let (mut transport, mut their_input, _their_output) = pipe_of::<Client>(32);
+            let mut first = Box::pin(transport.send(call(1)));
+            assert!(
+                futures::poll!(&mut first).is_pending(),
+                "the pipe holds 32 bytes"
+            );
+            drop(first);
+            let second = tokio::spawn(transport.send(call(2)));
+            for id in [1, 2] {
+                let mut line = String::new();
+                their_input.read_line(&mut line).await.unwrap();
+                let message: serde_json::Value = serde_json::from_str(&line).unwrap();
+                assert_eq!(message["id"], id, "{line}");
+            }
+            second.await.unwrap().unwrap();
+        })
+        .await
+        .expect("the lines did not come");
+    }
+
+    // A hook server's side, through `receive`: a line that is not JSON is
+    // skipped, a plain tool call comes through read the fast way, JSON that
+    // is no message is answered with Invalid Request, and the line after it
+    // is read as rmcp reads it.
+    #[tokio::test]
+    async fn a_server_reads_calls_and_answers_bad_messages() {
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            let (mut transport, mut their_input, mut their_output) = pipe_of::<Server>(1 << 16);
+            let lines = concat!(
+                "not json\n",
+                "{\"jsonrpc\":\"2.0\",\"id\":7,\"method\":\"tools/call\",\"params\":{\"name\":\"_Stop\",\"arguments\":{}}}\n",
+                "{\"what\":1}\n",
+                "{\"jsonrpc\":\"2.0\",\"method\":\"notifications/initialized\"}\n",
+            );
+            their_output.write_all(lines.as_bytes()).await.unwrap();
+            let call = transport.receive().await.unwrap();
+            let JsonRpcMessage::Request(request) = call else {
+                panic!("not a request: {call:?}");
+            };
+            assert_eq!(request.id, NumberOrString::Number(7));
+            assert!(matches!(request.request, ClientRequest::CallToolRequest(_)));
+            let next = transport.receive().await.unwrap();
+            assert!(matches!(next, JsonRpcMessage::Notification(_)), "{next:?}");
+            let mut reply = String::new();
+            their_input.read_line(&mut reply).await.unwrap();
+            let reply: serde_json::Value = serde_json::from_str(&reply).unwrap();
+            assert_eq!(reply["error"]["code"], -32600, "{reply}");
+        })
+        .await
+        .expect("the reading did not end");
     }
 }

@@ -411,8 +411,15 @@ impl Serialize for RoundCall<'_> {
             map.serialize_entry("title", &view.title)?;
             map.serialize_entry("kind", "think")?;
         }
-        map.serialize_entry("status", self.status)?;
-        map.serialize_entry("content", &Content(&view.lines))?;
+        // An update in progress says only what is new: its lines.
+        if self.announce || self.decision.is_some() {
+            map.serialize_entry("status", self.status)?;
+        }
+        // The SDK leaves out a tool call's empty content (a round announced
+        // before any server answered); an update's is always written.
+        if !(self.announce && view.lines.is_empty()) {
+            map.serialize_entry("content", &Content(&view.lines))?;
+        }
         if self.announce {
             let input = RawInput {
                 hook: view.hook,
@@ -541,9 +548,9 @@ fn updates(event: &AgentEvent) -> Vec<s::SessionUpdate> {
 /// Hook events other than a round's: server failures and warnings, as
 /// readable thoughts with the event in `_meta`.
 fn hook_updates(event: &Event) -> Vec<s::SessionUpdate> {
-    let meta = meta_of(event);
     match event {
         Event::ServerDown { .. } | Event::Warning(_) => {
+            let meta = meta_of(event);
             // Readable text for the person; the event itself is in `_meta`.
             let text = match event {
                 Event::Warning(w) => format!("[sprout] warning: {w}"),
@@ -703,9 +710,7 @@ mod tests {
             announce: false,
             ..RoundCall::of(7, &view)
         };
-        let fields = s::ToolCallUpdateFields::new()
-            .status(s::ToolCallStatus::InProgress)
-            .content(content());
+        let fields = s::ToolCallUpdateFields::new().content(content());
         assert_eq!(ours(&progress), update(fields, None));
         let end = RoundCall {
             announce: false,
@@ -718,6 +723,21 @@ mod tests {
             .content(content())
             .raw_output(serde_json::to_value(&decision).unwrap());
         assert_eq!(ours(&end), update(fields, decided));
+        // Announced before any server answered: no lines yet.
+        let empty = RoundView {
+            lines: Vec::new(),
+            events: view.events[..1].to_vec(),
+            ..view
+        };
+        let sdk = s::ToolCall::new(id(), empty.title.clone())
+            .kind(s::ToolKind::Think)
+            .status(s::ToolCallStatus::InProgress)
+            .raw_input(input.clone())
+            .meta(meta(None, &empty.events));
+        assert_eq!(
+            ours(&RoundCall::of(7, &empty)),
+            sdks(s::SessionUpdate::ToolCall(sdk))
+        );
         // Another update, with its own `_meta`, as the SDK writes it.
         let thought = s::SessionUpdate::AgentThoughtChunk(
             s::ContentChunk::new("[sprout] warning".to_owned().into())

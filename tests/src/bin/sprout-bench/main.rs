@@ -92,23 +92,19 @@ fn parse_args() -> Result<Args, String> {
                 std::process::exit(0);
             }
             "--http-hook-server" => args.http_hook_server = true,
-            "--profile-acp" | "--profile-acp-off" => {
+            "--profile-acp" | "--profile-acp-off" | "--profile-host" => {
                 let mut number = |what: &str| -> Result<usize, String> {
                     it.next()
                         .and_then(|n| n.parse().ok())
                         .ok_or_else(|| format!("{arg} needs {what}"))
                 };
                 let servers = number("a server count")?;
-                let prompts = number("a prompt count")?;
-                args.profile_acp = Some((servers, prompts, arg == "--profile-acp-off"));
-            }
-            "--profile-host" => {
-                let mut number = |what: &str| -> Result<usize, String> {
-                    it.next()
-                        .and_then(|n| n.parse().ok())
-                        .ok_or_else(|| format!("--profile-host needs {what}"))
-                };
-                args.profile_host = Some((number("a server count")?, number("a round count")?));
+                let count = number("a count of prompts or rounds")?;
+                if arg == "--profile-host" {
+                    args.profile_host = Some((servers, count));
+                } else {
+                    args.profile_acp = Some((servers, count, arg == "--profile-acp-off"));
+                }
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -363,6 +359,15 @@ async fn tool_hooks(fixture: &std::path::Path, listed: bool, reps: usize) -> Sta
     }
     host.shutdown().await;
     stats(samples)
+}
+
+/// Figure 2's host: `n` instant servers whose `_Stop` answers empty, all up.
+async fn stop_host(fixture: &std::path::Path, n: usize) -> Host {
+    start(
+        fixtures(fixture, n, &["--hooks", "_Stop", "--stop", "empty"]),
+        10_000,
+    )
+    .await
 }
 
 /// Figure 2: `_Stop` rounds against `host`'s instant servers, the CPU this
@@ -794,16 +799,7 @@ async fn main() {
         return;
     }
     if let Some((servers, rounds)) = args.profile_host {
-        let host = start(
-            fixtures(
-                &args.fixture,
-                servers,
-                &["--hooks", "_Stop", "--stop", "empty"],
-            ),
-            10_000,
-        )
-        .await;
-        let mut host = host;
+        let mut host = stop_host(&args.fixture, servers).await;
         for _ in 0..rounds {
             stop_round(&mut host).await;
         }
@@ -830,11 +826,7 @@ async fn main() {
     report.row("1", "JSON-RPC round trip over a pipe (floor)", floor, None);
     let mut host_rounds = Vec::new();
     for n in [1, 4, 8, 16] {
-        let host = start(
-            fixtures(&args.fixture, n, &["--hooks", "_Stop", "--stop", "empty"]),
-            10_000,
-        )
-        .await;
+        let host = stop_host(&args.fixture, n).await;
         let (s, cpu, cpu_servers) = rounds(host, reps).await;
         report.row(
             "2",
