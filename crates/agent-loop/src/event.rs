@@ -205,7 +205,7 @@ pub type Sink = std::sync::Arc<dyn Fn(&Emitted<'_>) + Send + Sync>;
 /// An event on its way through the sinks, with its JSON made at most once
 /// for all of them: the transcript, `--json` and the `_meta` of a hook
 /// round's ACP update each write the same text, and a sink that passes the event on (as
-/// [`Transcript::tee`](crate::Transcript::tee) does) passes the JSON with it.
+/// [`Transcript::tee`](crate::transcript::Transcript::tee) does) passes the JSON with it.
 /// Reads as the event itself ([`Deref`](std::ops::Deref)).
 pub struct Emitted<'a> {
     event: &'a AgentEvent,
