@@ -712,6 +712,13 @@ mod tests {
         )
     }
 
+    /// The next line the peer read, as JSON.
+    async fn next_json(input: &mut BufReader<Read>) -> serde_json::Value {
+        let mut line = String::new();
+        input.read_line(&mut line).await.unwrap();
+        serde_json::from_str(&line).unwrap_or_else(|e| panic!("{e}: {line}"))
+    }
+
     fn call(id: i64) -> ClientJsonRpcMessage {
         ClientJsonRpcMessage::request(
             ClientRequest::CallToolRequest(rmcp::model::Request::new(CallToolRequestParams::new(
@@ -735,9 +742,7 @@ mod tests {
     async fn read_as_rmcp() {
         let (mut transport, mut their_input, mut their_output) = pipe();
         transport.send(call(7)).await.unwrap();
-        let mut sent = String::new();
-        their_input.read_line(&mut sent).await.unwrap();
-        let sent: serde_json::Value = serde_json::from_str(&sent).unwrap();
+        let sent = next_json(&mut their_input).await;
         assert_eq!(sent["method"], "tools/call");
         assert_eq!(sent["id"], 7);
         assert_eq!(transport.side.calls().len(), 1);
@@ -781,9 +786,7 @@ mod tests {
                 "{notification:?}"
             );
         }
-        let mut reply = String::new();
-        their_input.read_line(&mut reply).await.unwrap();
-        let reply: serde_json::Value = serde_json::from_str(&reply).unwrap();
+        let reply = next_json(&mut their_input).await;
         assert_eq!(reply["error"]["code"], -32600, "{reply}");
         assert_eq!(reply["id"], serde_json::Value::Null, "{reply}");
     }
@@ -1022,10 +1025,8 @@ mod tests {
             drop(first);
             let second = tokio::spawn(transport.send(call(2)));
             for id in [1, 2] {
-                let mut line = String::new();
-                their_input.read_line(&mut line).await.unwrap();
-                let message: serde_json::Value = serde_json::from_str(&line).unwrap();
-                assert_eq!(message["id"], id, "{line}");
+                let message = next_json(&mut their_input).await;
+                assert_eq!(message["id"], id, "{message}");
             }
             second.await.unwrap().unwrap();
         })
@@ -1056,9 +1057,7 @@ mod tests {
             assert!(matches!(request.request, ClientRequest::CallToolRequest(_)));
             let next = transport.receive().await.unwrap();
             assert!(matches!(next, JsonRpcMessage::Notification(_)), "{next:?}");
-            let mut reply = String::new();
-            their_input.read_line(&mut reply).await.unwrap();
-            let reply: serde_json::Value = serde_json::from_str(&reply).unwrap();
+            let reply = next_json(&mut their_input).await;
             assert_eq!(reply["error"]["code"], -32600, "{reply}");
         })
         .await

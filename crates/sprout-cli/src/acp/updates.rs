@@ -299,7 +299,6 @@ impl UpdateSink {
                 let call = RoundCall {
                     // Announced already: only what changed.
                     announce: !view.announced,
-                    status: "completed",
                     decision: Some(decision),
                     ..RoundCall::of(round.0, &view)
                 };
@@ -323,7 +322,6 @@ impl UpdateSink {
                 if !view.announced || view.dirty {
                     let call = RoundCall {
                         announce: !view.announced,
-                        status: "in_progress",
                         ..RoundCall::of(round, view)
                     };
                     self.emit(&call);
@@ -364,7 +362,7 @@ struct RoundCall<'a> {
     announce: bool,
     round: u64,
     view: &'a RoundView,
-    status: &'static str,
+    /// The round's decision, once it has one: then it is completed.
     decision: Option<&'a hooks_core::PolicyDecision>,
 }
 
@@ -375,7 +373,6 @@ impl<'a> RoundCall<'a> {
             announce: true,
             round,
             view,
-            status: "in_progress",
             decision: None,
         }
     }
@@ -413,7 +410,12 @@ impl Serialize for RoundCall<'_> {
         }
         // An update in progress says only what is new: its lines.
         if self.announce || self.decision.is_some() {
-            map.serialize_entry("status", self.status)?;
+            let status = if self.decision.is_some() {
+                "completed"
+            } else {
+                "in_progress"
+            };
+            map.serialize_entry("status", status)?;
         }
         // The SDK leaves out a tool call's empty content (a round announced
         // before any server answered); an update's is always written.
@@ -682,7 +684,6 @@ mod tests {
         };
         // Created completed: a fast round.
         let fast = RoundCall {
-            status: "completed",
             decision: Some(&decision),
             ..RoundCall::of(7, &view)
         };
@@ -714,7 +715,6 @@ mod tests {
         assert_eq!(ours(&progress), update(fields, None));
         let end = RoundCall {
             announce: false,
-            status: "completed",
             decision: Some(&decision),
             ..RoundCall::of(7, &view)
         };
