@@ -20,7 +20,12 @@
 //! [`STALL`] has passed since the queue went past the bound with the writer
 //! taking nothing, or [`HARD_MAX`] is queued, and from then on are dropped,
 //! counted, and said on stderr. (A loaded session's history is replayed
-//! whole, never dropped: it is bounded by the history in memory.) Once the
+//! whole, never dropped: it is bounded by the history in memory.) The
+//! SDK's frames are bounded at the other end: while [`HARD_MAX`] or more
+//! waits for the client, stdin is not read ([`Out::room`]), so a client
+//! that sends requests and never reads their answers stops being read
+//! rather than growing the queue; what waits is then at most the bound and
+//! the answers to requests already read. Once the
 //! client closes stdout, the SDK's connection ends with it. An update sent
 //! before a response is written before it, as both take this buffer and
 //! the response passes the SDK's queues after; an update that must follow a
@@ -103,6 +108,9 @@ pub(crate) struct Out {
     queue: Mutex<Queue>,
     bounds: Bounds,
     queued: Notify,
+    /// The writer took at least [`Bounds::hard`] bytes, or stdout is gone
+    /// or closed: stdin may be read again ([`Out::room`]).
+    room: Notify,
     /// (the response's id, what to run once its frame is queued). The
     /// SDK's frames are read for their id only while it holds any.
     after: Mutex<Vec<(Value, Release)>>,
@@ -119,6 +127,7 @@ impl Out {
             queue: Mutex::default(),
             bounds,
             queued: Notify::new(),
+            room: Notify::new(),
             after: Mutex::new(Vec::new()),
             writer: Mutex::new(None),
         });
@@ -205,6 +214,24 @@ impl Out {
         }
     }
 
+    /// Waits until less than the hard bound waits for the client (or
+    /// stdout is gone, or closed): stdin's reader waits here before each
+    /// frame, so that the answers to a client that does not read are
+    /// bounded by not reading its requests.
+    async fn room(&self) {
+        loop {
+            {
+                let queue = super::lock(&self.queue);
+                if queue.bytes.len() < self.bounds.hard || queue.broken || queue.closed {
+                    return;
+                }
+            }
+            // A permit is kept when nobody waits, so a take between the
+            // check and here is not missed.
+            self.room.notified().await;
+        }
+    }
+
     /// Whether the client closed stdout.
     fn broken(&self) -> bool {
         super::lock(&self.queue).broken
@@ -215,6 +242,7 @@ impl Out {
     pub(crate) async fn finish(&self, bound: Duration) -> bool {
         super::lock(&self.queue).closed = true;
         self.queued.notify_one();
+        self.room.notify_one();
         let writer = super::lock(&self.writer).take();
         let ended = match writer {
             Some(writer) => tokio::time::timeout(bound, writer).await.is_ok(),
@@ -267,6 +295,11 @@ async fn write_out(out: Arc<Out>, mut sink: impl tokio::io::AsyncWrite + Unpin) 
             queue.behind_since = None;
             (std::mem::take(&mut queue.dropped), queue.closed)
         };
+        // Bytes only grow between takes, so stdin's reader, if it waits,
+        // saw at least this much.
+        if batch.len() >= out.bounds.hard {
+            out.room.notify_one();
+        }
         report_dropped(dropped, out.bounds);
         if batch.is_empty() {
             if closed {
@@ -290,6 +323,7 @@ async fn write_out(out: Arc<Out>, mut sink: impl tokio::io::AsyncWrite + Unpin) 
             let mut queue = super::lock(&out.queue);
             queue.broken = true;
             queue.bytes = Vec::new();
+            out.room.notify_one();
             return;
         }
     }
@@ -337,8 +371,7 @@ pub(crate) fn stdio(
     // tokio's stdio.
     let (stdin, stdout) = rmcp::transport::stdio_pipes();
     let out = Out::start(stdout, Bounds::default());
-    let replies = out.clone();
-    let incoming = read_frames(stdin, max_frame, move |reply| replies.frame(&reply));
+    let incoming = read_frames(stdin, max_frame, out.clone());
     (out.sdk(), incoming, out)
 }
 
@@ -397,11 +430,12 @@ impl Decoder for Frames {
 }
 
 /// The frames of `input` for the SDK: non-blank lines of at most `max`
-/// bytes. Bad frames are answered through `reply` and skipped.
+/// bytes, each read once `out` has room. Bad frames are answered on `out`
+/// and skipped.
 fn read_frames(
     input: impl tokio::io::AsyncRead + Send + Unpin + 'static,
     max: usize,
-    reply: impl Fn(String) + Send + 'static,
+    out: Arc<Out>,
 ) -> impl Stream<Item = io::Result<String>> + Send + Unpin + 'static {
     let frames = FramedRead::new(
         input,
@@ -410,11 +444,12 @@ fn read_frames(
             max,
         },
     );
-    futures::stream::unfold((frames, reply), move |(mut frames, reply)| async move {
+    futures::stream::unfold((frames, out), move |(mut frames, out)| async move {
         loop {
+            out.room().await;
             let answer = match frames.next().await? {
                 Ok(Frame::Line(line)) if line.trim().is_empty() => continue,
-                Ok(Frame::Line(line)) => return Some((Ok(line), (frames, reply))),
+                Ok(Frame::Line(line)) => return Some((Ok(line), (frames, out))),
                 Ok(Frame::TooLong(id)) => error_frame(
                     id,
                     INVALID_REQUEST,
@@ -425,9 +460,9 @@ fn read_frames(
                 Ok(Frame::NotUtf8) => {
                     error_frame(None, PARSE_ERROR, "the frame is not UTF-8 and was dropped")
                 }
-                Err(e) => return Some((Err(e), (frames, reply))),
+                Err(e) => return Some((Err(e), (frames, out))),
             };
-            reply(answer);
+            out.frame(&answer);
         }
     })
     .boxed()
@@ -533,24 +568,25 @@ mod tests {
         );
         input.extend_from_slice(b"\xff\xfe\n");
         input.extend_from_slice(b"{\"id\":2}\n");
-        let replies = Arc::new(Mutex::new(Vec::new()));
-        let into = replies.clone();
+        let (stdout, replies) = tokio::io::duplex(1 << 16);
+        let out = Out::start(stdout, Bounds::default());
         // A live pipe, as stdin is: the input does not end with the data.
         let (mut writer, reader) = tokio::io::duplex(1 << 16);
         tokio::io::AsyncWriteExt::write_all(&mut writer, &input)
             .await
             .unwrap();
-        let frames: Vec<String> = read_frames(reader, 32, move |r| into.lock().unwrap().push(r))
+        let frames: Vec<String> = read_frames(reader, 32, out.clone())
             .take(2)
             .map(|f| f.unwrap())
             .collect()
             .await;
         drop(writer);
         assert_eq!(frames, ["{\"id\":1}", "{\"id\":2}"]);
-        let replies: Vec<Value> = replies
-            .lock()
-            .unwrap()
-            .iter()
+        assert!(out.finish(Duration::from_secs(10)).await);
+        drop(out);
+        let replies: Vec<Value> = all_of(replies)
+            .await
+            .lines()
             .map(|r| serde_json::from_str(r).unwrap())
             .collect();
         let [too_big, not_utf8] = &replies[..] else {
@@ -668,6 +704,56 @@ mod tests {
         let expected: String =
             (0..=4).map(line).collect::<String>() + "{\"id\":1,\"result\":{}}\n" + &line(6);
         assert_eq!(text, expected);
+    }
+
+    // A client that sends requests and reads none of their answers: once
+    // the hard bound waits for it, its requests are no longer read, so
+    // what waits stays within the bound and one answer; once it reads
+    // again, the rest of its requests are read and every answer arrives,
+    // in order.
+    #[tokio::test]
+    async fn a_client_that_reads_no_answers_is_not_read_either() {
+        let bounds = Bounds {
+            max: 100,
+            hard: 300,
+            stall: Duration::from_secs(30),
+        };
+        let (stdout, reader) = tokio::io::duplex(16);
+        let out = Out::start(stdout, bounds);
+        let (mut client, stdin) = tokio::io::duplex(1 << 16);
+        let requests: String = (0..40).map(|n| format!("{{\"id\":{n}}}\n")).collect();
+        AsyncWriteExt::write_all(&mut client, requests.as_bytes())
+            .await
+            .unwrap();
+        let answer = |n: usize| format!("{{\"id\":{n:02},\"result\":\"{}\"}}", "x".repeat(80));
+        // The SDK's part: each request read is answered at once.
+        let answered = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+        let sdk = {
+            let (out, answered) = (out.clone(), answered.clone());
+            tokio::spawn(async move {
+                let mut frames = read_frames(stdin, 1024, out.clone());
+                while let Some(Ok(_)) = frames.next().await {
+                    let n = answered.fetch_add(1, Ordering::SeqCst);
+                    out.frame(&answer(n));
+                    if n == 39 {
+                        break;
+                    }
+                }
+            })
+        };
+        for _ in 0..1000 {
+            tokio::task::yield_now().await;
+        }
+        let held = answered.load(Ordering::SeqCst);
+        assert!(held < 10, "{held} requests read while nothing was");
+        assert!(lock(&out.queue).bytes.len() < 300 + answer(0).len() + 1);
+        // The client reads again.
+        let reading = tokio::spawn(all_of(reader));
+        sdk.await.unwrap();
+        assert!(out.finish(Duration::from_secs(10)).await);
+        drop(out);
+        let expected: String = (0..40).map(|n| answer(n) + "\n").collect();
+        assert_eq!(reading.await.unwrap(), expected);
     }
 
     // A release also waits for a null id; one whose response could not be

@@ -20,7 +20,8 @@
 //! read with a size cap: an oversized or malformed frame is answered with a
 //! JSON-RPC error and the connection goes on. Updates are written by us, not
 //! the SDK, into one buffer that the SDK's responses share; updates are
-//! bounded there, responses (one per request) are not (`framing`).
+//! bounded there by being dropped, responses (one per request) by stdin
+//! not being read while the buffer is full (`framing`).
 //!
 //! The module's files, one job each: `serve` (the SDK's handlers and the
 //! connection), `session` (the session table: sessions, one prompt at a
