@@ -450,6 +450,12 @@ impl Host {
         cancel: &CancellationToken,
     ) -> Result<T, AskError> {
         let mut calls = Calls::default();
+        // One timer for the whole round, moved only when the core's next
+        // deadline moves: a timer made afresh per answer is registered
+        // with the runtime's clock (and may wake its driver) each time.
+        let timer = tokio::time::sleep_until(self.epoch);
+        tokio::pin!(timer);
+        let mut armed = None;
         loop {
             self.process(&mut calls);
             if let Some(answer) = take(&mut self.session) {
@@ -464,6 +470,12 @@ impl Host {
                 .session
                 .poll_timeout()
                 .map(|t| self.epoch + t.since_epoch());
+            if deadline != armed {
+                if let Some(deadline) = deadline {
+                    timer.as_mut().reset(deadline);
+                }
+                armed = deadline;
+            }
             tokio::select! {
                 biased;
                 () = cancel.cancelled() => {
@@ -481,7 +493,9 @@ impl Host {
                     }
                 }
                 Some(notice) = self.notices_rx.recv() => self.on_notice(notice),
-                () = sleep_until(deadline) => {
+                () = &mut timer, if armed.is_some() => {
+                    // Fired: armed afresh for whatever is due next.
+                    armed = None;
                     let now = self.now();
                     self.session.handle_timeout(now);
                 }
@@ -726,14 +740,6 @@ impl Host {
                 result,
             });
         });
-    }
-}
-
-/// Sleeps until `deadline`, or forever when there is none.
-async fn sleep_until(deadline: Option<tokio::time::Instant>) {
-    match deadline {
-        Some(deadline) => tokio::time::sleep_until(deadline).await,
-        None => std::future::pending().await,
     }
 }
 
