@@ -12,7 +12,7 @@
 //! SDK's handlers (`serve`), the wire (`framing`).
 
 use std::collections::BTreeMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, Weak};
 
 use agent_client_protocol::v1::schema as s;
 use agent_client_protocol::{self as acp};
@@ -21,6 +21,8 @@ use hooks_core::{EndReason, Event, ServerName, StopReason};
 use serde::Serialize;
 use serde_json::value::RawValue;
 use serde_json::{Value, json};
+use tokio::sync::Notify;
+use tokio::time::Instant;
 
 use super::framing::Out;
 use super::lock;
@@ -44,9 +46,8 @@ struct RoundView {
     announced: bool,
     /// Lines the client has not seen yet.
     dirty: bool,
-    /// The task that shows the round in progress after a window, stopped
-    /// when it decides (so a fast round leaves no timer behind to fire).
-    watch: Option<tokio::task::AbortHandle>,
+    /// When the client is next shown the round, if it still runs then.
+    due: Instant,
 }
 
 /// Sends a session's events as `session/update` notifications, each
@@ -59,7 +60,10 @@ struct RoundView {
 /// [`ROUND_WINDOW`] is sent once, created already completed with every
 /// server's outcome; a slower one is announced after the window and then
 /// updated at most once a window, so a round costs O(1) messages when fast
-/// and never one message per server.
+/// and never one message per server. One task per session shows the slow
+/// rounds ([`watch_rounds`]): a round has no task or timer of its own, so a
+/// run of fast rounds arms the runtime's clock about once a window, not
+/// once a round.
 pub(super) struct UpdateSink {
     out: Arc<Out>,
     session: s::SessionId,
@@ -71,6 +75,20 @@ pub(super) struct UpdateSink {
     /// The current answer's text went out as it streamed, so the whole
     /// text that follows it is not sent again.
     streamed: std::sync::atomic::AtomicBool,
+    /// Wakes the round watcher, when it has no round to watch, for a round
+    /// that started.
+    opened: Arc<Notify>,
+    /// The round watcher, started with the session's first round and
+    /// stopped with the sink.
+    watcher: Mutex<Option<tokio::task::AbortHandle>>,
+}
+
+impl Drop for UpdateSink {
+    fn drop(&mut self) {
+        if let Some(watcher) = lock(&self.watcher).take() {
+            watcher.abort();
+        }
+    }
 }
 
 impl UpdateSink {
@@ -81,6 +99,8 @@ impl UpdateSink {
             rounds: Mutex::default(),
             held: Mutex::new(Some(Vec::new())),
             streamed: std::sync::atomic::AtomicBool::new(false),
+            opened: Arc::new(Notify::new()),
+            watcher: Mutex::new(None),
         })
     }
 
@@ -250,10 +270,18 @@ impl UpdateSink {
                     },
                     announced: false,
                     dirty: false,
-                    // It first sleeps a window: the view is in by then.
-                    watch: Some(self.clone().watch_round(round.0)),
+                    due: Instant::now() + ROUND_WINDOW,
                 };
                 lock(&self.rounds).insert(round.0, view);
+                let mut watcher = lock(&self.watcher);
+                match *watcher {
+                    // A permit, if it is busy: it looks again before it waits.
+                    Some(_) => self.opened.notify_one(),
+                    None => {
+                        let watch = watch_rounds(Arc::downgrade(self), self.opened.clone());
+                        *watcher = Some(tokio::spawn(watch).abort_handle());
+                    }
+                }
                 true
             }
             Event::HookCalled {
@@ -291,9 +319,6 @@ impl UpdateSink {
                 let Some(mut view) = rounds.remove(&round.0) else {
                     return true;
                 };
-                if let Some(watch) = view.watch.take() {
-                    watch.abort();
-                }
                 view.lines.push(decision_summary(decision));
                 view.events.push(detail());
                 let call = RoundCall {
@@ -309,16 +334,15 @@ impl UpdateSink {
         }
     }
 
-    /// Shows a round still running after a window, then its new lines at
-    /// most once a window, until it is decided.
-    fn watch_round(self: Arc<Self>, round: u64) -> tokio::task::AbortHandle {
-        tokio::spawn(async move {
-            loop {
-                tokio::time::sleep(ROUND_WINDOW).await;
-                let mut rounds = lock(&self.rounds);
-                let Some(view) = rounds.get_mut(&round) else {
-                    return;
-                };
+    /// Shows the rounds that are due (announced, or their new lines), and
+    /// makes each due again a window later; when the next round is due, if
+    /// any runs.
+    fn show_due_rounds(&self) -> Option<Instant> {
+        let now = Instant::now();
+        let mut rounds = lock(&self.rounds);
+        let mut next: Option<Instant> = None;
+        for (&round, view) in rounds.iter_mut() {
+            if view.due <= now {
                 if !view.announced || view.dirty {
                     let call = RoundCall {
                         announce: !view.announced,
@@ -328,9 +352,28 @@ impl UpdateSink {
                     view.announced = true;
                     view.dirty = false;
                 }
+                view.due = now + ROUND_WINDOW;
             }
-        })
-        .abort_handle()
+            next = Some(next.map_or(view.due, |next| next.min(view.due)));
+        }
+        next
+    }
+}
+
+/// A session's round watcher: shows a round still running after a window,
+/// then its new lines at most once a window, until it is decided. It sleeps
+/// until the next round is due, or, with none running, until one starts;
+/// it holds the sink only while it shows, so it ends with it.
+async fn watch_rounds(sink: Weak<UpdateSink>, opened: Arc<Notify>) {
+    loop {
+        let next = match sink.upgrade() {
+            Some(sink) => sink.show_due_rounds(),
+            None => return,
+        };
+        match next {
+            Some(due) => tokio::time::sleep_until(due).await,
+            None => opened.notified().await,
+        }
     }
 }
 
@@ -665,7 +708,7 @@ mod tests {
             events,
             announced: false,
             dirty: false,
-            watch: None,
+            due: Instant::now(),
         };
         let decision = hooks_core::PolicyDecision::PromptEnded {
             reason: EndReason::NoObjection,
@@ -744,5 +787,133 @@ mod tests {
                 .meta(meta_of(&json!({"event": "warning"}))),
         );
         assert_eq!(ours(&thought), sdks(thought));
+    }
+
+    /// Feeds `event` to `sink` as the loop would.
+    fn feed(sink: &agent_loop::Sink, event: Event) {
+        let event = AgentEvent::Hook(event);
+        sink(&agent_loop::Emitted::new(&event));
+    }
+
+    /// Lets every task that can run, run.
+    async fn settle() {
+        for _ in 0..100 {
+            tokio::task::yield_now().await;
+        }
+    }
+
+    // Two rounds of one session, in virtual time: a fast one (decided in
+    // 50 ms) is one message, created completed; a slow one that starts just
+    // after it is shown a window after its own start, not at the window of
+    // the round before it (one watcher serves both), then updated once a
+    // window while it has new lines, then completed. The watcher ends with
+    // the sink.
+    #[tokio::test(start_paused = true)]
+    async fn one_watcher_shows_each_slow_round_a_window_after_it_starts() {
+        use hooks_core::{HookPoint, Outcome, PolicyDecision, RoundId, Time};
+        let (stdout, reader) = tokio::io::duplex(1 << 20);
+        let out = Out::start(stdout, super::super::framing::Bounds::default());
+        let updates = UpdateSink::new(out.clone(), s::SessionId::new("s-1"));
+        updates.release();
+        let sink = updates.clone().into_sink();
+        let lines = Arc::new(Mutex::new(Vec::<Value>::new()));
+        let reading = {
+            let lines = lines.clone();
+            tokio::spawn(async move {
+                use tokio::io::AsyncBufReadExt;
+                let mut reader = tokio::io::BufReader::new(reader).lines();
+                while let Ok(Some(line)) = reader.next_line().await {
+                    lines
+                        .lock()
+                        .unwrap()
+                        .push(serde_json::from_str(&line).unwrap());
+                }
+            })
+        };
+        let of_round = |round: u64| -> Vec<Value> {
+            let id = format!("sprout-hook-round-{round}");
+            lines
+                .lock()
+                .unwrap()
+                .iter()
+                .map(|l| l["params"]["update"].clone())
+                .filter(|u| u["toolCallId"] == id.as_str())
+                .collect()
+        };
+        let server = ServerName::new("gate").unwrap();
+        let start = |round: u64| Event::RoundStarted {
+            round: RoundId(round),
+            hook: HookPoint::Stop,
+            servers: vec![server.clone()],
+            left_out: vec![],
+            deadline: Time::from_millis(60_000),
+        };
+        let decided = |round: u64| Event::Decided {
+            round: Some(RoundId(round)),
+            decision: PolicyDecision::PromptEnded {
+                reason: EndReason::Declined,
+            },
+        };
+        let ms = |n: u64| std::time::Duration::from_millis(n);
+
+        feed(&sink, start(1));
+        tokio::time::advance(ms(50)).await;
+        feed(&sink, decided(1));
+        tokio::time::advance(ms(10)).await;
+        feed(&sink, start(2));
+        // 150 ms: the first round's window is past, the second's is not.
+        tokio::time::advance(ms(90)).await;
+        settle().await;
+        let first = of_round(1);
+        assert_eq!(first.len(), 1, "{first:#?}");
+        assert_eq!(first[0]["sessionUpdate"], "tool_call");
+        assert_eq!(first[0]["status"], "completed");
+        assert_eq!(of_round(2).len(), 0, "shown before its own window");
+        // 170 ms: shown, in progress.
+        tokio::time::advance(ms(20)).await;
+        settle().await;
+        let second = of_round(2);
+        assert_eq!(second.len(), 1, "{second:#?}");
+        assert_eq!(second[0]["sessionUpdate"], "tool_call");
+        assert_eq!(second[0]["status"], "in_progress");
+        // A server answers at 180 ms: its line waits until a window has
+        // passed since the last message (the watcher showed the round when
+        // it woke, at 170 ms at the latest), and a window with nothing new
+        // sends nothing.
+        feed(
+            &sink,
+            Event::HookCalled {
+                round: RoundId(2),
+                hook: HookPoint::Stop,
+                server: server.clone(),
+                outcome: Outcome::Empty,
+                latency: ms(120),
+            },
+        );
+        tokio::time::advance(ms(80)).await;
+        settle().await;
+        assert_eq!(of_round(2).len(), 1, "updated before a window passed");
+        tokio::time::advance(ms(30)).await;
+        settle().await;
+        let second = of_round(2);
+        assert_eq!(second.len(), 2, "{second:#?}");
+        assert_eq!(second[1]["sessionUpdate"], "tool_call_update");
+        assert!(second[1]["content"].to_string().contains("gate: "));
+        tokio::time::advance(ms(300)).await;
+        settle().await;
+        assert_eq!(of_round(2).len(), 2, "nothing new, nothing sent");
+        feed(&sink, decided(2));
+        settle().await;
+        let second = of_round(2);
+        assert_eq!(second.len(), 3, "{second:#?}");
+        assert_eq!(second[2]["status"], "completed");
+        // The watcher goes with the sink.
+        let watcher = lock(&updates.watcher).clone().unwrap();
+        drop((sink, updates));
+        settle().await;
+        assert!(watcher.is_finished());
+        assert!(out.finish(std::time::Duration::from_secs(1)).await);
+        drop(out);
+        reading.await.unwrap();
     }
 }
