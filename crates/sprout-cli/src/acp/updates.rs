@@ -68,7 +68,7 @@ pub(super) struct UpdateSink {
     out: Arc<Out>,
     session: s::SessionId,
     /// Rounds not decided yet. Updates of a round are sent with this lock
-    /// held, so the progress task and the decision cannot reorder them.
+    /// held, so the round watcher and the decision cannot reorder them.
     rounds: Mutex<BTreeMap<u64, RoundView>>,
     /// The lines held, `Some` until released.
     held: Mutex<Option<Vec<String>>>,
