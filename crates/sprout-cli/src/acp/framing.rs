@@ -604,6 +604,13 @@ mod tests {
         assert_eq!(not_utf8["error"]["code"], PARSE_ERROR);
     }
 
+    /// Bounds small enough for a test to pass them in a few lines.
+    const SMALL: Bounds = Bounds {
+        max: 100,
+        hard: 300,
+        stall: Duration::from_secs(30),
+    };
+
     /// Everything `reader` gives until it ends.
     async fn all_of(mut reader: tokio::io::DuplexStream) -> String {
         let mut text = String::new();
@@ -655,11 +662,7 @@ mod tests {
     // client reads again, everything queued arrives in order.
     #[tokio::test(start_paused = true)]
     async fn a_client_that_reads_nothing_holds_a_bounded_queue() {
-        let bounds = Bounds {
-            max: 100,
-            hard: 300,
-            stall: Duration::from_secs(30),
-        };
+        let bounds = SMALL;
         // A pipe of 16 bytes: the writer's first write blocks at once.
         let (stdout, reader) = tokio::io::duplex(16);
         let out = Out::start(stdout, bounds);
@@ -713,11 +716,7 @@ mod tests {
     // in order.
     #[tokio::test]
     async fn a_client_that_reads_no_answers_is_not_read_either() {
-        let bounds = Bounds {
-            max: 100,
-            hard: 300,
-            stall: Duration::from_secs(30),
-        };
+        let bounds = SMALL;
         let (stdout, reader) = tokio::io::duplex(16);
         let out = Out::start(stdout, bounds);
         let (mut client, stdin) = tokio::io::duplex(1 << 16);

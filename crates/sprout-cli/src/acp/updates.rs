@@ -795,6 +795,12 @@ mod tests {
         sink(&agent_loop::Emitted::new(&event));
     }
 
+    /// Lets `time` pass, then every task that can run, run.
+    async fn pass(time: std::time::Duration) {
+        tokio::time::advance(time).await;
+        settle().await;
+    }
+
     /// Lets every task that can run, run.
     async fn settle() {
         for _ in 0..100 {
@@ -862,16 +868,14 @@ mod tests {
         tokio::time::advance(ms(10)).await;
         feed(&sink, start(2));
         // 150 ms: the first round's window is past, the second's is not.
-        tokio::time::advance(ms(90)).await;
-        settle().await;
+        pass(ms(90)).await;
         let first = of_round(1);
         assert_eq!(first.len(), 1, "{first:#?}");
         assert_eq!(first[0]["sessionUpdate"], "tool_call");
         assert_eq!(first[0]["status"], "completed");
         assert_eq!(of_round(2).len(), 0, "shown before its own window");
         // 170 ms: shown, in progress.
-        tokio::time::advance(ms(20)).await;
-        settle().await;
+        pass(ms(20)).await;
         let second = of_round(2);
         assert_eq!(second.len(), 1, "{second:#?}");
         assert_eq!(second[0]["sessionUpdate"], "tool_call");
@@ -890,17 +894,14 @@ mod tests {
                 latency: ms(120),
             },
         );
-        tokio::time::advance(ms(80)).await;
-        settle().await;
+        pass(ms(80)).await;
         assert_eq!(of_round(2).len(), 1, "updated before a window passed");
-        tokio::time::advance(ms(30)).await;
-        settle().await;
+        pass(ms(30)).await;
         let second = of_round(2);
         assert_eq!(second.len(), 2, "{second:#?}");
         assert_eq!(second[1]["sessionUpdate"], "tool_call_update");
         assert!(second[1]["content"].to_string().contains("gate: "));
-        tokio::time::advance(ms(300)).await;
-        settle().await;
+        pass(ms(300)).await;
         assert_eq!(of_round(2).len(), 2, "nothing new, nothing sent");
         feed(&sink, decided(2));
         settle().await;
