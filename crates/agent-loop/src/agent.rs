@@ -79,6 +79,9 @@ pub struct Agent<G: Gateway> {
     history: Vec<Message>,
     original_task: Option<String>,
     anchor: Option<UsageAnchor>,
+    /// The compaction limit learnt from the model API's answer that a
+    /// request was too long \[V3\], when it is below the configured one.
+    overflow_limit: Option<u64>,
     summaries: u32,
     sink: Sink,
     /// What hooks are told as `session_id` and `cwd` \[K2\].
@@ -106,6 +109,10 @@ impl<G: Gateway> std::fmt::Debug for Agent<G> {
 /// ([`Agent`]'s history; the transcript's too).
 pub const CUT_MARK: &str = "this answer was cut off here and is incomplete";
 
+/// Summary requests asked at most per compaction: the first, and two that
+/// each send half as much after the API said the last was too long \[V3\].
+const SUMMARY_TRIES: u32 = 3;
+
 /// At most this much of why an answer was cut off goes into its mark.
 const CUT_REASON_BYTES: usize = 300;
 
@@ -124,6 +131,7 @@ impl<G: Gateway> Agent<G> {
             history: Vec::new(),
             original_task: None,
             anchor: None,
+            overflow_limit: None,
             summaries: 0,
             sink,
             context: HookContext::default(),
@@ -154,7 +162,10 @@ impl<G: Gateway> Agent<G> {
         self.history = saved.history.clone();
         self.original_task = saved.original_task.clone();
         self.summaries = saved.summaries;
-        self.anchor = None;
+        // [V3]: the last usage report counts after a resume too.
+        self.anchor = saved
+            .usage
+            .map(|(messages, tokens)| UsageAnchor { messages, tokens });
         self.carried = Some(saved.carried.clone());
         Ok(())
     }
@@ -269,8 +280,8 @@ impl<G: Gateway> Agent<G> {
                     format!("the model made {rounds} requests without finishing (the limit)");
                 return self.abort(AbortReason::MaxRounds, Some(detail), last_text, rounds);
             }
-            match self.compact_if_needed(&original, prompt, cancel).await {
-                Ok(Step::Done(())) => {}
+            match self.compact(&original, prompt, None, cancel).await {
+                Ok(Step::Done(_)) => {}
                 Ok(Step::Cancelled) => {
                     return self.abort(AbortReason::Cancelled, None, last_text, rounds);
                 }
@@ -280,7 +291,25 @@ impl<G: Gateway> Agent<G> {
                 }
             }
             rounds += 1;
-            let response = match self.ask_model(rounds, cancel).await {
+            let mut response = self.ask_model(rounds, cancel).await;
+            // [V3]: an answer that the request was too long compacts the
+            // history and asks again, once for this request.
+            if let Step::Done(Err(overflow @ ModelError::ContextOverflow { .. })) = &response {
+                let why = overflow.to_string();
+                match self.compact(&original, prompt, Some(&why), cancel).await {
+                    Ok(Step::Done(true)) => response = self.ask_model(rounds, cancel).await,
+                    // Nothing could go: the error stands.
+                    Ok(Step::Done(false)) => {}
+                    Ok(Step::Cancelled) => {
+                        return self.abort(AbortReason::Cancelled, None, last_text, rounds);
+                    }
+                    Err(e) => {
+                        let detail = Some(format!("hook policy error: {e}"));
+                        return self.abort(AbortReason::Failed, detail, last_text, rounds);
+                    }
+                }
+            }
+            let response = match response {
                 Step::Done(Ok(response)) => response,
                 Step::Done(Err(e)) => {
                     return self.abort(AbortReason::Failed, Some(e.to_string()), last_text, rounds);
@@ -301,12 +330,17 @@ impl<G: Gateway> Agent<G> {
                 tool_calls: calls.clone(),
             });
             if let Some(usage) = response.usage {
-                self.anchor = Some(UsageAnchor {
+                let anchor = UsageAnchor {
                     messages: self.history.len(),
                     // The provider's numbers: saturating, so a server that
                     // reports u64::MAX cannot overflow the sum.
                     tokens: usage.input_tokens.saturating_add(usage.output_tokens),
-                });
+                };
+                self.anchor = Some(anchor);
+                // [V3]: the report survives a resume.
+                if let Some(observer) = &mut self.observer {
+                    observer.usage(anchor.messages, anchor.tokens);
+                }
             }
             let verdict = match self
                 .gateway
@@ -480,8 +514,12 @@ impl<G: Gateway> Agent<G> {
         cancel: &CancellationToken,
     ) -> Step<Result<ModelResponse, ModelError>> {
         let tools = self.gateway.model_tools();
-        let estimated =
-            compaction::estimate_tokens(&self.settings.system_prompt, &self.history, self.anchor);
+        let estimated = compaction::estimate_tokens(
+            &self.settings.system_prompt,
+            &self.history,
+            self.anchor,
+            || compaction::tools_bytes(&tools),
+        );
         self.emit(AgentEvent::ModelRequest {
             round,
             messages: self.history.len(),
@@ -580,31 +618,53 @@ impl<G: Gateway> Agent<G> {
         });
     }
 
-    /// Compacts when the next request would pass the threshold: a summary
-    /// handoff, or truncation when that fails or the handoff cap is reached;
-    /// then the `_PostCompact` round \[P1\]-\[P3\]. `Err` only when the policy
-    /// refuses the question (a bug of the loop, or of a gateway).
-    async fn compact_if_needed(
+    /// Compacts when the next request would pass the threshold, or at once
+    /// when the model API said the last one was too long (`overflow`, what
+    /// it said \[V3\]): a summary handoff, or truncation when that fails,
+    /// does not fit, or the handoff cap is reached; then the `_PostCompact`
+    /// round \[P1\]-\[P3\]. `Done(true)` when messages went. `Err` only when
+    /// the policy refuses the question (a bug of the loop, or of a gateway).
+    async fn compact(
         &mut self,
         original: &str,
         prompt: &str,
+        overflow: Option<&str>,
         cancel: &CancellationToken,
-    ) -> Result<Step<()>, UsageError> {
+    ) -> Result<Step<bool>, UsageError> {
         let settings = self.settings.compaction.clone();
-        let estimate =
-            compaction::estimate_tokens(&self.settings.system_prompt, &self.history, self.anchor);
-        if estimate < settings.limit() || self.history.len() < 2 {
-            return Ok(Step::Done(()));
+        let estimate = compaction::estimate_tokens(
+            &self.settings.system_prompt,
+            &self.history,
+            self.anchor,
+            || compaction::tools_bytes(&self.gateway.model_tools()),
+        );
+        // After an overflow, the window is smaller than the settings say
+        // (or the estimate is low): what was sent did not fit, so what is
+        // kept is sized from it.
+        // It is kept for the rest of the session: a window that is smaller
+        // than configured is compacted for before it overflows again.
+        if overflow.is_some() {
+            let seen = (estimate as f64 * settings.threshold) as u64;
+            self.overflow_limit = Some(self.overflow_limit.map_or(seen, |l| l.min(seen)));
+        }
+        let limit = self
+            .overflow_limit
+            .map_or(settings.limit(), |l| l.min(settings.limit()));
+        if overflow.is_none() && estimate < limit {
+            return Ok(Step::Done(false));
+        }
+        if self.history.len() < 2 {
+            return Ok(Step::Done(false));
         }
         let before = self.history.len();
         let summarise = self.summaries < settings.max_summaries;
-        if !summarise && compaction::truncation_cut(&self.history, settings.limit() / 2) == 0 {
+        if !summarise && compaction::truncation_cut(&self.history, limit / 2) == 0 {
             // Nothing can go without leaving the context as it is: the
             // provider's count includes what no compaction can remove
             // (system prompt, tool schemas). Carry on uncompacted, without
             // asking _PreCompact about a compaction that will not happen.
             tracing::warn!("the context is near its limit, but no message can be dropped");
-            return Ok(Step::Done(()));
+            return Ok(Step::Done(false));
         }
         // [E5]: pins first, for the summariser and the fresh history.
         let pins = match self.gateway.compacting(cancel).await {
@@ -612,45 +672,40 @@ impl<G: Gateway> Agent<G> {
             Err(AskError::Cancelled) => return Ok(Step::Cancelled),
             Err(AskError::Usage(e)) => return Err(e),
         };
-        let mut note = None;
+        let mut notes = Vec::new();
+        if let Some(overflow) = overflow {
+            notes.push(format!("asked because {overflow}"));
+        }
         let mut summary = None;
+        // Half the threshold for what is summarised: the summary's own
+        // answer needs room too.
         if summarise {
             // Attempts count, so a summary that keeps failing is not retried
             // every round.
             self.summaries += 1;
-            let request = compaction::summary_request(&self.history, &pins);
-            let ask = ModelRequest {
-                system: &self.settings.system_prompt,
-                messages: &request,
-                tools: &[],
-            };
-            let result = tokio::select! {
-                biased;
-                () = cancel.cancelled() => return Ok(Step::Cancelled),
-                result = self.model.complete(ask) => result,
-            };
-            match result {
-                Ok(response) if !response.text.trim().is_empty() => summary = Some(response.text),
-                Ok(_) => note = Some("the summary came back empty".to_owned()),
-                Err(e) => note = Some(format!("the summary request failed: {e}")),
+            match self.summarise(&pins, limit, cancel).await {
+                Step::Cancelled => return Ok(Step::Cancelled),
+                Step::Done(Ok(text)) => summary = Some(text),
+                Step::Done(Err(why)) => notes.push(why),
             }
         } else {
-            note = Some(format!(
+            notes.push(format!(
                 "the summary handoff limit ({}) is reached",
                 settings.max_summaries
             ));
         }
+        let note = (!notes.is_empty()).then(|| notes.join("; "));
         // A summary replaces every old message; truncation drops those
         // before the cut. Either way _PostCompact runs after [P1].
         let cut = summary
             .is_none()
-            .then(|| compaction::truncation_cut(&self.history, settings.limit() / 2));
+            .then(|| compaction::truncation_cut(&self.history, limit / 2));
         if cut == Some(0) {
             // Nothing can go without leaving the context as it is: the
             // provider's count includes what no compaction can remove
             // (system prompt, tool schemas). Carry on uncompacted.
             tracing::warn!("the context is near its limit, but no message can be dropped");
-            return Ok(Step::Done(()));
+            return Ok(Step::Done(false));
         }
         let removed = cut.unwrap_or(before);
         // [E5]: the pins stay verbatim, before what _PostCompact re-injects.
@@ -710,7 +765,54 @@ impl<G: Gateway> Agent<G> {
         for injection in pins.iter().chain(&injections) {
             self.emit_injected(injection);
         }
-        Ok(Step::Done(()))
+        Ok(Step::Done(true))
+    }
+
+    /// Asks the model for a summary of the history, keeping `pins`, in a
+    /// request sized to half of `limit` (the answer needs room too). The
+    /// size is an estimate: when the API says the request is still too long
+    /// \[V3\], it is asked again with half as much, up to
+    /// [`SUMMARY_TRIES`] requests in all. `Err` says why there is no summary.
+    async fn summarise(
+        &mut self,
+        pins: &[Injection],
+        limit: u64,
+        cancel: &CancellationToken,
+    ) -> Step<Result<String, String>> {
+        let mut budget = limit / 2;
+        let mut tries = 0;
+        loop {
+            tries += 1;
+            let Some(request) = compaction::summary_request(
+                &self.settings.system_prompt,
+                &self.history,
+                pins,
+                budget,
+            ) else {
+                return Step::Done(Err(
+                    "not even the summary request fits the context window".to_owned()
+                ));
+            };
+            let ask = ModelRequest {
+                system: &self.settings.system_prompt,
+                messages: &request,
+                tools: &[],
+            };
+            let result = tokio::select! {
+                biased;
+                () = cancel.cancelled() => return Step::Cancelled,
+                result = self.model.complete(ask) => result,
+            };
+            return Step::Done(match result {
+                Ok(response) if !response.text.trim().is_empty() => Ok(response.text),
+                Ok(_) => Err("the summary came back empty".to_owned()),
+                Err(ModelError::ContextOverflow { .. }) if tries < SUMMARY_TRIES => {
+                    budget /= 2;
+                    continue;
+                }
+                Err(e) => Err(format!("the summary request failed: {e}")),
+            });
+        }
     }
 
     fn abort(

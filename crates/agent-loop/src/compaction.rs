@@ -6,6 +6,7 @@
 
 use hooks_core::Injection;
 
+use crate::gateway::ToolDef;
 use crate::message::{Message, injection_pair};
 
 /// When and how to compact.
@@ -49,13 +50,27 @@ pub(crate) struct UsageAnchor {
     pub tokens: u64,
 }
 
+/// What the tool definitions `tools` add to a request, in bytes: names,
+/// descriptions and schemas, as they go on the wire.
+pub(crate) fn tools_bytes(tools: &[ToolDef]) -> u64 {
+    tools.iter().fold(0u64, |sum, tool| {
+        let schema = serde_json::to_string(&tool.input_schema).map_or(0, |s| s.len());
+        let description = tool.description.as_deref().map_or(0, str::len);
+        // The wrapping object's keys and quotes.
+        sum.saturating_add((tool.name.len() + description + schema + 64) as u64)
+    })
+}
+
 /// The estimated input size of the next request, in tokens: the provider's
 /// last report plus an estimate of what was added since, or a byte estimate of
-/// everything before the first report.
+/// everything before the first report, the tool definitions (`tools`
+/// bytes, [`tools_bytes`]) included \[V3\]. `tools` is called only when
+/// there is no report, since a report counts them already.
 pub(crate) fn estimate_tokens(
     system: &str,
     history: &[Message],
     anchor: Option<UsageAnchor>,
+    tools: impl FnOnce() -> u64,
 ) -> u64 {
     // Saturating throughout: the anchor's tokens are the provider's numbers,
     // which may be anything up to u64::MAX.
@@ -70,6 +85,7 @@ pub(crate) fn estimate_tokens(
             .saturating_add(bytes(&history[a.messages..]).div_ceil(BYTES_PER_TOKEN)),
         None => (system.len() as u64)
             .saturating_add(bytes(history))
+            .saturating_add(tools())
             .div_ceil(BYTES_PER_TOKEN),
     }
 }
@@ -95,9 +111,29 @@ pub(crate) fn truncation_cut(history: &[Message], budget: u64) -> usize {
 }
 
 /// The request that asks the model for a summary of `history`, keeping
-/// what `_PreCompact` pinned \[E5\].
-pub(crate) fn summary_request(history: &[Message], pins: &[Injection]) -> Vec<Message> {
-    let mut messages = history.to_vec();
+/// what `_PreCompact` pinned \[E5\], sized to fit `budget` tokens: only
+/// the newest messages that fit go in (never starting on a tool result).
+/// `None` when not even the ask itself fits.
+pub(crate) fn summary_request(
+    system: &str,
+    history: &[Message],
+    pins: &[Injection],
+    budget: u64,
+) -> Option<Vec<Message>> {
+    let ask = summary_ask(pins);
+    let fixed = (system.len() + ask.len() + 16) as u64;
+    let room = budget.checked_sub(fixed.div_ceil(BYTES_PER_TOKEN))?;
+    let start = truncation_cut(history, room);
+    if start == history.len() {
+        return None;
+    }
+    let mut messages = history[start..].to_vec();
+    messages.push(Message::user(ask));
+    Some(messages)
+}
+
+/// What the summary request asks, with the pins.
+fn summary_ask(pins: &[Injection]) -> String {
     let mut ask = SUMMARY_PROMPT.to_owned();
     if !pins.is_empty() {
         ask.push_str(PINS_PROMPT);
@@ -106,8 +142,7 @@ pub(crate) fn summary_request(history: &[Message], pins: &[Injection]) -> Vec<Me
             ask.push_str(&pin.content);
         }
     }
-    messages.push(Message::user(ask));
-    messages
+    ask
 }
 
 /// What the summary request adds before the pins, one per line.
@@ -190,15 +225,15 @@ mod tests {
     #[test]
     fn estimate_uses_the_last_report_then_bytes() {
         let history = vec![Message::user("a".repeat(400)), call("1"), result("1")];
-        let all = estimate_tokens("", &history, None);
+        let all = estimate_tokens("", &history, None, || 0);
+        let bytes: u64 = history.iter().map(|m| m.byte_len() as u64).sum();
+        assert_eq!(all, bytes.div_ceil(4));
+        // [V3]: before any report, the tool definitions count too.
         assert_eq!(
-            all,
-            history
-                .iter()
-                .map(|m| m.byte_len() as u64)
-                .sum::<u64>()
-                .div_ceil(4)
+            estimate_tokens("", &history, None, || 800),
+            (bytes + 800).div_ceil(4)
         );
+        // A report counts them already: they are not asked for.
         let anchored = estimate_tokens(
             "",
             &history,
@@ -206,8 +241,51 @@ mod tests {
                 messages: 2,
                 tokens: 1000,
             }),
+            || panic!("the tools were counted twice"),
         );
         assert_eq!(anchored, 1000 + (history[2].byte_len() as u64).div_ceil(4));
+    }
+
+    // [V3]: a tool's name, description and schema count, as sent.
+    #[test]
+    fn tool_definitions_count_by_their_wire_size() {
+        let tool = ToolDef {
+            name: "s__t".into(),
+            description: Some("d".repeat(100)),
+            input_schema: serde_json::json!({"type": "object"}),
+        };
+        let schema = r#"{"type":"object"}"#.len() as u64;
+        assert_eq!(
+            tools_bytes(std::slice::from_ref(&tool)),
+            4 + 100 + schema + 64
+        );
+        assert_eq!(
+            tools_bytes(&[tool.clone(), tool]),
+            2 * (4 + 100 + schema + 64)
+        );
+    }
+
+    // The summary request is sized: a history longer than its budget goes
+    // in by its newest messages, never starting on a tool result; one whose
+    // ask alone does not fit makes no request.
+    #[test]
+    fn the_summary_request_takes_the_newest_messages_that_fit() {
+        let history = vec![
+            Message::user("a".repeat(4000)),
+            call("1"),
+            result("1"),
+            Message::user("b".repeat(40)),
+        ];
+        let whole = summary_request("", &history, &[], 100_000).unwrap();
+        assert_eq!(whole.len(), history.len() + 1);
+        assert_eq!(&whole[..history.len()], &history[..]);
+        // Room for the ask and about 300 tokens: the 1000-token prompt goes.
+        let ask = (SUMMARY_PROMPT.len() as u64 + 16).div_ceil(4);
+        let sized = summary_request("", &history, &[], ask + 300).unwrap();
+        assert_eq!(&sized[..sized.len() - 1], &history[1..]);
+        let bytes: u64 = sized.iter().map(|m| m.byte_len() as u64).sum();
+        assert!(bytes.div_ceil(4) <= ask + 300, "{bytes} bytes");
+        assert_eq!(summary_request("", &history, &[], ask / 2), None);
     }
 
     // The provider's count can be anything; the estimate saturates instead of
@@ -219,7 +297,7 @@ mod tests {
             messages: 1,
             tokens: u64::MAX,
         };
-        assert_eq!(estimate_tokens("", &history, Some(anchor)), u64::MAX);
+        assert_eq!(estimate_tokens("", &history, Some(anchor), || 0), u64::MAX);
         let settings = CompactionSettings {
             context_window: u64::MAX,
             threshold: 2.0,

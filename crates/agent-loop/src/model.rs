@@ -45,6 +45,7 @@ pub struct ModelResponse {
 
 /// Why a model call failed. Its `Display` is the message a person reads.
 #[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
 pub enum ModelError {
     /// The API answered with an error status.
     #[error("the model API answered HTTP {status}: {body}")]
@@ -57,6 +58,21 @@ pub enum ModelError {
     /// The request did not get an answer (connection refused, reset, DNS).
     #[error("the model API could not be reached: {0}")]
     Transport(String),
+    /// The server was reached, but its answer broke off before it was
+    /// complete (the connection closed, or a stream ended early).
+    #[error("the model API's answer broke off: {0}")]
+    Interrupted(String),
+    /// The API said the request is longer than the model's context window:
+    /// OpenAI's `context_length_exceeded`, Anthropic's `prompt is too
+    /// long`, or the same words from another server \[V3\]. Not a failure
+    /// of the prompt: the loop compacts and asks again, once per request.
+    #[error("the request is too long for the model's context window (HTTP {status}): {body}")]
+    ContextOverflow {
+        /// The HTTP status (mostly 400).
+        status: u16,
+        /// The start of the body, for people.
+        body: String,
+    },
     /// An attempt ran out its deadline; says what timed out.
     #[error("the model API did not answer in time: {0}")]
     Timeout(String),
@@ -106,8 +122,9 @@ impl ModelError {
             ModelError::Status { status, .. } => {
                 matches!(status, 429 | 500 | 502 | 503 | 504 | 529)
             }
-            ModelError::Transport(_) | ModelError::Timeout(_) => true,
-            ModelError::Malformed(_)
+            ModelError::Transport(_) | ModelError::Interrupted(_) | ModelError::Timeout(_) => true,
+            ModelError::ContextOverflow { .. }
+            | ModelError::Malformed(_)
             | ModelError::TooLarge { .. }
             | ModelError::InvalidApiKey
             | ModelError::Encode(_)

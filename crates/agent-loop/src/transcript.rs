@@ -107,6 +107,13 @@ pub enum Record {
         #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
         failures: BTreeMap<String, u32>,
     },
+    /// The model API's last usage report: the history so far (every
+    /// message before this record since the last compaction) came to
+    /// `tokens`, its answer included \[V3\].
+    Usage {
+        /// Input plus output tokens, as the API counted them.
+        tokens: u64,
+    },
     /// A prompt ended.
     PromptEnded {
         /// Why, as events name it (`no_objection`, `budget_spent`, …).
@@ -156,7 +163,7 @@ impl Tally {
             }
             Record::Compacted { history, .. } => self.messages = history.len() as u64,
             Record::PromptEnded { reason, .. } => self.last_end = Some(reason.clone()),
-            Record::Policy { .. } | Record::Event { .. } => {}
+            Record::Policy { .. } | Record::Usage { .. } | Record::Event { .. } => {}
         }
     }
 }
@@ -178,6 +185,12 @@ pub trait SessionObserver: Send {
     /// A prompt ended.
     fn prompt_ended(&mut self, outcome: &PromptOutcome) {
         let _ = outcome;
+    }
+    /// The model API reported that the first `messages` messages of the
+    /// history came to `tokens` \[V3\]: what a resumed session's first
+    /// size estimate starts from.
+    fn usage(&mut self, messages: usize, tokens: u64) {
+        let _ = (messages, tokens);
     }
 }
 
@@ -458,6 +471,12 @@ impl SessionObserver for Transcript {
         });
     }
 
+    fn usage(&mut self, messages: usize, tokens: u64) {
+        // The reader counts the messages itself: they are the ones before.
+        let _ = messages;
+        self.write(&Record::Usage { tokens });
+    }
+
     fn prompt_ended(&mut self, outcome: &PromptOutcome) {
         self.write(&Record::PromptEnded {
             reason: outcome.reason.as_str().to_owned(),
@@ -568,6 +587,9 @@ pub struct SavedSession {
     pub original_task: Option<String>,
     /// Summary handoffs so far.
     pub summaries: u32,
+    /// The model API's last usage report since the last compaction: how
+    /// many messages of `history` it covered, and their tokens \[V3\].
+    pub usage: Option<(usize, u64)>,
     /// The policy state to restore.
     pub carried: Carried,
     /// Prompts given.
@@ -714,6 +736,7 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<SavedSession, ReadError> 
         history: Vec::new(),
         original_task: None,
         summaries: 0,
+        usage: None,
         carried: Carried::default(),
         prompts: 0,
         last_end: None,
@@ -759,8 +782,10 @@ pub fn read_bytes(path: &Path, bytes: &[u8]) -> Result<SavedSession, ReadError> 
                 }
                 rebuild.add(message, &mut |p| saved.warnings.push(warn(p)));
             }
+            Record::Usage { tokens } => saved.usage = Some((rebuild.history.len(), tokens)),
             Record::Compacted { summary, history } => {
                 saved.summaries += u32::from(summary);
+                saved.usage = None;
                 rebuild = Rebuild::default();
                 for message in history {
                     rebuild.add(message, &mut |p| saved.warnings.push(warn(p)));
@@ -1237,6 +1262,33 @@ mod tests {
         assert_eq!(saved.summaries, 1);
         assert_eq!(saved.prompts, 2, "a compaction's messages are not prompts");
         assert_eq!(saved.original_task.as_deref(), Some("fix it"));
+    }
+
+    // [V3]: the last usage report survives a resume, counting the messages
+    // before it; a compaction after it leaves none.
+    #[test]
+    fn the_last_usage_report_is_read_back_until_a_compaction() {
+        let reported = [
+            header(),
+            message(Message::user("a")),
+            message(Message::Assistant {
+                text: "b".into(),
+                tool_calls: Vec::new(),
+            }),
+            line(&Record::Usage { tokens: 900 }),
+            message(Message::user("c")),
+        ]
+        .concat();
+        assert_eq!(read_text(&reported).usage, Some((2, 900)));
+        let compacted = [
+            reported,
+            line(&Record::Compacted {
+                summary: false,
+                history: vec![Message::user("c")],
+            }),
+        ]
+        .concat();
+        assert_eq!(read_text(&compacted).usage, None);
     }
 
     #[test]

@@ -32,7 +32,9 @@ use reqwest::header::{HeaderMap, HeaderValue};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::http::{Endpoint, Flow, HttpSettings, StreamDecoder, ask, cut_short, excerpt};
+use super::http::{
+    Endpoint, Flow, HttpSettings, StreamDecoder, ask, cut_short, excerpt, status_with,
+};
 use super::wire::{JsonText, ToolCallText, decode, lenient};
 use crate::gateway::ToolDef;
 use crate::message::{Message, ToolCall};
@@ -600,10 +602,10 @@ fn error_event(error: &Value) -> ModelError {
             ));
         }
     };
-    ModelError::Status {
+    status_with(
         status,
-        body: format!("an error event in the stream: {}", excerpt(error)),
-    }
+        format!("an error event in the stream: {}", excerpt(error)),
+    )
 }
 
 #[async_trait]
@@ -1074,7 +1076,7 @@ mod tests {
     async fn a_stream_cut_midway_is_an_error() {
         let (answer, pieces) = streamed(&sse(&events()[..13]), &[]).await;
         assert!(
-            matches!(&answer, Err(ModelError::Transport(e)) if e ==
+            matches!(&answer, Err(ModelError::Interrupted(e)) if e ==
                 "the stream ended before the answer was complete (no message_delta with a stop_reason, no message_stop)"),
             "{answer:?}"
         );

@@ -94,6 +94,15 @@ impl Retries {
         {
             return None;
         }
+        // A kept-alive connection the server had closed as the request went
+        // out (hyper's "connection closed before message completed"; seen
+        // after llama-cpp-python ends a stream early) is no sign of trouble:
+        // the first retry of it goes at once, on a new connection.
+        if self.attempt == 0 && is_stale_connection(e) {
+            tracing::debug!("model request met a closed kept-alive connection, retrying: {e}");
+            self.attempt += 1;
+            return Some(Duration::ZERO);
+        }
         // Saturating: `retries` and `backoff` are settings, and a large pair
         // must not overflow into a panic.
         let wait = retry_after.unwrap_or_else(|| {
@@ -109,6 +118,18 @@ impl Retries {
         self.attempt += 1;
         Some(wait)
     }
+}
+
+/// Whether `e` is a request that went out on a kept-alive connection the
+/// server had just closed or reset: hyper says "connection closed before
+/// message completed" (its `IncompleteMessage`) or passes on the reset, and
+/// reqwest exposes no kind for either.
+fn is_stale_connection(e: &ModelError) -> bool {
+    let ModelError::Transport(text) = e else {
+        return false;
+    };
+    let text = text.to_ascii_lowercase();
+    text.contains("connection closed before message completed") || text.contains("connection reset")
 }
 
 fn encode(body: &impl serde::Serialize) -> Result<Vec<u8>, ModelError> {
@@ -182,18 +203,52 @@ async fn read_capped(mut response: reqwest::Response, max: usize) -> Result<Vec<
                 bytes.extend_from_slice(&chunk);
             }
             Ok(None) => return Ok(bytes),
-            Err(e) => return Err(transport_error(&e)),
+            Err(e) => return Err(broke_off(&e)),
         }
     }
 }
 
-/// An error status with the start of its body.
+/// An error status with the start of its body: a context overflow when
+/// the body says so \[V3\].
 fn status_error(status: u16, bytes: &[u8]) -> ModelError {
     let text = String::from_utf8_lossy(bytes);
-    ModelError::Status {
-        status,
-        body: text.chars().take(EXCERPT_CHARS).collect(),
+    status_with(status, text.chars().take(EXCERPT_CHARS).collect())
+}
+
+/// The error for an error `status` whose body (or error event) says
+/// `body`: [`ModelError::ContextOverflow`] when it says the request is too
+/// long for the model \[V3\], else [`ModelError::Status`].
+pub(crate) fn status_with(status: u16, body: String) -> ModelError {
+    if says_too_long(status, &body) {
+        ModelError::ContextOverflow { status, body }
+    } else {
+        ModelError::Status { status, body }
     }
+}
+
+/// Whether an error answer says the request does not fit the model's
+/// context window. The APIs agree on no code: OpenAI and vLLM say
+/// `context_length_exceeded` / "maximum context length", Anthropic "prompt
+/// is too long", llama-cpp-python "exceed context window", llama.cpp's own
+/// server "exceeds the available context size", and others "context
+/// length" or "too many tokens". Only a 4xx that is not about the key, the
+/// path or the rate counts, so a server that is down is never "too long".
+fn says_too_long(status: u16, body: &str) -> bool {
+    const PHRASES: [&str; 9] = [
+        "context_length_exceeded",
+        "maximum context length",
+        "context length",
+        "context window",
+        "context size",
+        "prompt is too long",
+        "too many tokens",
+        "input is too long",
+        "exceed_context_size",
+    ];
+    let body = body.to_ascii_lowercase();
+    (400..500).contains(&status)
+        && !matches!(status, 401 | 403 | 404 | 408 | 429)
+        && PHRASES.iter().any(|phrase| body.contains(phrase))
 }
 
 /// What a provider does with the events of one streamed answer.
@@ -269,14 +324,23 @@ pub(crate) async fn ask<D: StreamDecoder>(
     }
     let body = encode(streamed)?;
     let mut retries = Retries::default();
-    let mut delivered = false;
+    let mut progress = Progress::default();
     loop {
         let (result, retry_after) =
-            stream_once::<D>(endpoint, body.clone(), on_text, &mut delivered).await;
+            stream_once::<D>(endpoint, body.clone(), on_text, &mut progress).await;
         let e = match result {
             Ok(answer) => return Ok(answer),
             Err(e) => e,
         };
+        // What llama-cpp-python sends when the model picks a tool while
+        // streaming: a 200 whose stream ends with no answer in it. The
+        // same request asked whole works, so that is what is asked now.
+        if progress.ended_incomplete && !progress.delivered {
+            tracing::info!(
+                "the model API's event stream ended with no whole answer in it ({e}); asking for the whole answer"
+            );
+            return ask_whole().await;
+        }
         if let ModelError::Status { status, body } = &e
             && refuses_streaming(*status, body)
         {
@@ -285,10 +349,10 @@ pub(crate) async fn ask<D: StreamDecoder>(
             endpoint.refused.store(true, Ordering::Relaxed);
             return Ok(answer);
         }
-        if delivered && seen {
+        if progress.delivered && seen {
             return Err(e);
         }
-        delivered = false;
+        progress = Progress::default();
         match retries.wait(&e, retry_after, settings) {
             Some(wait) => tokio::time::sleep(wait).await,
             None => return Err(e),
@@ -334,13 +398,23 @@ fn deadline_after(wait: Duration) -> Instant {
 #[error("{0}")]
 pub(crate) struct ReadError(pub(crate) ModelError);
 
-/// One attempt at a streamed answer. `delivered` becomes true once any text
-/// reached `on_text`.
+/// How far one streamed attempt got.
+#[derive(Debug, Default)]
+pub(crate) struct Progress {
+    /// Some of the answer's text reached `on_text`.
+    pub(crate) delivered: bool,
+    /// The stream ended (closed, or sent its end marker) without a whole
+    /// answer in it.
+    pub(crate) ended_incomplete: bool,
+}
+
+/// One attempt at a streamed answer, recording in `progress` how far it
+/// got.
 async fn stream_once<D: StreamDecoder>(
     endpoint: &Endpoint<'_>,
     body: Vec<u8>,
     on_text: &TextSink<'_>,
-    delivered: &mut bool,
+    progress: &mut Progress,
 ) -> (Result<ModelResponse, ModelError>, Option<Duration>) {
     let settings = endpoint.settings;
     // The head and the first event come within the attempt's deadline, as a
@@ -401,10 +475,10 @@ async fn stream_once<D: StreamDecoder>(
                 Some((Ok(chunk), Some((response, total))))
             }
             Ok(None) => None,
-            Err(e) => Some((Err(ReadError(transport_error(&e))), None)),
+            Err(e) => Some((Err(ReadError(broke_off(&e))), None)),
         }
     });
-    let answer = read_events::<D, _, _>(chunks, first, settings, on_text, delivered).await;
+    let answer = read_events::<D, _, _>(chunks, first, settings, on_text, progress).await;
     (answer, None)
 }
 
@@ -415,7 +489,7 @@ pub(crate) async fn read_events<D, S, B>(
     first: Instant,
     settings: &HttpSettings,
     on_text: &TextSink<'_>,
-    delivered: &mut bool,
+    progress: &mut Progress,
 ) -> Result<ModelResponse, ModelError>
 where
     D: StreamDecoder,
@@ -443,7 +517,11 @@ where
             Ok(next) => next,
         };
         let event = match next {
-            None => return decoder.finish(false),
+            None => {
+                let answer = decoder.finish(false);
+                progress.ended_incomplete = answer.is_err();
+                return answer;
+            }
             Some(Ok(event)) => event,
             Some(Err(sse_stream::Error::Body(e))) => {
                 return Err(match e.downcast::<ReadError>() {
@@ -460,13 +538,17 @@ where
         deadline = deadline_after(settings.idle_timeout);
         let mut deliver = |text: &str| {
             if !text.is_empty() {
-                *delivered = true;
+                progress.delivered = true;
                 on_text(text);
             }
         };
         match decoder.event(event, &mut deliver) {
             Ok(Flow::More) => {}
-            Ok(Flow::Done) => return decoder.finish(true),
+            Ok(Flow::Done) => {
+                let answer = decoder.finish(true);
+                progress.ended_incomplete = answer.is_err();
+                return answer;
+            }
             Err(ModelError::Malformed(e)) => {
                 return Err(ModelError::Malformed(format!("stream event {count}: {e}")));
             }
@@ -500,9 +582,9 @@ pub(crate) async fn read_cut<D: StreamDecoder>(
     );
     let settings = HttpSettings::default();
     let first = deadline_after(settings.timeout);
-    let mut delivered = false;
-    let answer = read_events::<D, _, _>(chunks, first, &settings, &on_text, &mut delivered).await;
-    assert_eq!(delivered, !pieces.lock().unwrap().is_empty());
+    let mut progress = Progress::default();
+    let answer = read_events::<D, _, _>(chunks, first, &settings, &on_text, &mut progress).await;
+    assert_eq!(progress.delivered, !pieces.lock().unwrap().is_empty());
     (answer, pieces.into_inner().unwrap())
 }
 
@@ -531,9 +613,9 @@ pub(crate) async fn assert_reads_whole_wherever_cut<D: StreamDecoder>(
 }
 
 /// The error a stream's end reports when the answer was not whole: the
-/// connection closed early, so it is a transport failure.
+/// server was reached, and closed early.
 pub(crate) fn cut_short(what: &str) -> ModelError {
-    ModelError::Transport(format!(
+    ModelError::Interrupted(format!(
         "the stream ended before the answer was complete ({what})"
     ))
 }
@@ -629,6 +711,27 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
 /// else [`ModelError::Transport`], with the causes, which name the real
 /// problem.
 fn transport_error(e: &reqwest::Error) -> ModelError {
+    let text = with_causes(e);
+    if e.is_timeout() {
+        ModelError::Timeout(text)
+    } else {
+        ModelError::Transport(text)
+    }
+}
+
+/// A failure while reading an answer's body: the server was reached and
+/// the answer broke off (or ran out its deadline).
+fn broke_off(e: &reqwest::Error) -> ModelError {
+    let text = with_causes(e);
+    if e.is_timeout() {
+        ModelError::Timeout(text)
+    } else {
+        ModelError::Interrupted(text)
+    }
+}
+
+/// `e` and each of its causes, joined by `: `.
+fn with_causes(e: &reqwest::Error) -> String {
     let mut text = e.to_string();
     let mut source = std::error::Error::source(e);
     while let Some(cause) = source {
@@ -636,11 +739,7 @@ fn transport_error(e: &reqwest::Error) -> ModelError {
         text.push_str(&cause.to_string());
         source = cause.source();
     }
-    if e.is_timeout() {
-        ModelError::Timeout(text)
-    } else {
-        ModelError::Transport(text)
-    }
+    text
 }
 
 /// Why a URL cannot be a provider's base URL.

@@ -29,7 +29,9 @@ use serde::de::IgnoredAny;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::http::{Endpoint, Flow, HttpSettings, StreamDecoder, ask, cut_short, excerpt};
+use super::http::{
+    Endpoint, Flow, HttpSettings, StreamDecoder, ask, cut_short, excerpt, status_with,
+};
 use super::wire::{JsonText, ToolCallText, decode, lenient, null_as_default};
 use crate::gateway::ToolDef;
 use crate::message::{Message, ToolCall};
@@ -94,16 +96,18 @@ impl OpenAiCompat {
             },
             Message::Assistant { text, tool_calls } if tools_offered && !tool_calls.is_empty() => {
                 RequestMessage::Assistant {
-                    content: (!text.is_empty()).then_some(AssistantContent { text, calls: &[] }),
+                    // `""`, never `null` or absent, for a turn of tool calls
+                    // only: llama.cpp-based servers refuse both [V2].
+                    content: AssistantContent { text, calls: &[] },
                     tool_calls: tool_calls.iter().map(RequestToolCall::new).collect(),
                 }
             }
             // [V1] fallback: tool calls as JSON text.
             Message::Assistant { text, tool_calls } => RequestMessage::Assistant {
-                content: Some(AssistantContent {
+                content: AssistantContent {
                     text,
                     calls: tool_calls,
-                }),
+                },
                 tool_calls: Vec::new(),
             },
             Message::ToolResult {
@@ -138,6 +142,7 @@ impl OpenAiCompat {
             model: &self.model,
             messages,
             tools: request.tools.iter().map(RequestTool::new).collect(),
+            tool_choice: tools_offered.then_some("auto"),
             max_tokens,
             max_completion_tokens,
             stream,
@@ -156,6 +161,11 @@ struct Request<'a> {
     /// Absent when no tool is offered \[V1\].
     #[serde(skip_serializing_if = "Vec::is_empty")]
     tools: Vec<RequestTool<'a>>,
+    /// `"auto"` whenever tools are offered: OpenAI's own default, but some
+    /// servers (llama-cpp-python's function-calling formats) leave the
+    /// tools out of the prompt without it \[V2\].
+    #[serde(skip_serializing_if = "Option::is_none")]
+    tool_choice: Option<&'static str>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -184,8 +194,8 @@ enum RequestMessage<'a> {
         content: UserContent<'a>,
     },
     Assistant {
-        /// `null` for a turn of tool calls only.
-        content: Option<AssistantContent<'a>>,
+        /// `""` for a turn of tool calls only \[V2\].
+        content: AssistantContent<'a>,
         #[serde(skip_serializing_if = "Vec::is_empty")]
         tool_calls: Vec<RequestToolCall<'a>>,
     },
@@ -609,17 +619,19 @@ impl StreamDecoder for Stream {
 }
 
 /// An error the server sent in the stream, as the status it names (its
-/// `code` when that is one, else 500: the server failed midway).
+/// `code` when that is one, 400 for `context_length_exceeded` \[V3\], else
+/// 500: the server failed midway).
 fn error_event(error: &Value) -> ModelError {
-    let status = error
-        .get("code")
-        .and_then(Value::as_u64)
-        .filter(|code| (400..600).contains(code))
-        .map_or(500, |code| code as u16);
-    ModelError::Status {
+    let code = error.get("code");
+    let status = match code.and_then(Value::as_u64) {
+        Some(code) if (400..600).contains(&code) => code as u16,
+        _ if code.and_then(Value::as_str) == Some("context_length_exceeded") => 400,
+        _ => 500,
+    };
+    status_with(
         status,
-        body: format!("an error event in the stream: {}", excerpt(error)),
-    }
+        format!("an error event in the stream: {}", excerpt(error)),
+    )
 }
 
 #[async_trait]
@@ -781,7 +793,8 @@ mod tests {
                     {"id": "c1", "type": "function", "function": {"name": "todo__list", "arguments": "{\"all\":true}"}},
                 ]},
                 {"role": "tool", "tool_call_id": "c1", "content": "(empty)"},
-                {"role": "assistant", "content": null, "tool_calls": [
+                // [V2]: "" for a turn of calls only, never null.
+                {"role": "assistant", "content": "", "tool_calls": [
                     {"id": "c2", "type": "function", "function": {"name": "todo__add", "arguments": "not json"}},
                 ]},
                 {"role": "tool", "tool_call_id": "c2", "content": "bad arguments"},
@@ -791,6 +804,8 @@ mod tests {
                 {"type": "function", "function": {"name": "todo__list", "description": "the list", "parameters": {"type": "object", "properties": {"all": {"type": "boolean"}}}}},
                 {"type": "function", "function": {"name": "todo__add", "description": "", "parameters": {"type": "object"}}},
             ],
+            // [V2]: said, whenever tools are offered.
+            "tool_choice": "auto",
             "max_tokens": 100,
         });
         assert_eq!(body(&model, &history(), &tools()), expected);
@@ -1128,7 +1143,7 @@ mod tests {
         let text: String = chunks.iter().map(|c| format!("data: {c}\n\n")).collect();
         let (answer, pieces) = streamed(&text, &[]).await;
         assert!(
-            matches!(&answer, Err(ModelError::Transport(e)) if e ==
+            matches!(&answer, Err(ModelError::Interrupted(e)) if e ==
                 "the stream ended before the answer was complete (no finish_reason and no [DONE])"),
             "{answer:?}"
         );

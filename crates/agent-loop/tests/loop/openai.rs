@@ -105,7 +105,10 @@ async fn renders_history_tools_and_hook_pairs_i1() {
         messages[5]["tool_calls"][0]["function"],
         json!({"name": "todo___Stop", "arguments": "{}"})
     );
-    assert_eq!(messages[5]["content"], serde_json::Value::Null);
+    // [V2]: a turn of calls only says "", never null (llama.cpp-based
+    // servers refuse null and a missing field), and tools go with "auto".
+    assert_eq!(messages[5]["content"], "");
+    assert_eq!(body["tool_choice"], "auto");
     assert_eq!(
         messages[6]["tool_call_id"],
         messages[5]["tool_calls"][0]["id"]

@@ -476,3 +476,91 @@ async fn cancellation_during_the_summary_request() {
     let next = agent.run_prompt("go on", &CancellationToken::new()).await;
     assert!(next.reason.is_normal(), "{next:?}");
 }
+
+/// The error a model API gives for a request too long for its window.
+fn too_long() -> ModelError {
+    ModelError::ContextOverflow {
+        status: 400,
+        body: "This model's maximum context length is 2048 tokens.".into(),
+    }
+}
+
+// [V3]: the API's "too long" is not the prompt's failure: the history is
+// compacted at once (whatever the configured window says), _PostCompact
+// runs, and the same request is asked again, once; the window learnt
+// stays, so the next request is compacted for before it overflows.
+#[tokio::test]
+async fn a_context_overflow_compacts_and_asks_again_v3() {
+    let pad = "p".repeat(400);
+    let mut turns: Vec<Result<ModelResponse, ModelError>> = Vec::new();
+    for i in 0..4 {
+        let arguments = format!("{{\"pad\":\"{pad}\"}}");
+        turns.push(Ok(call(&[(&format!("c{i}"), "todo__todo", &arguments)])));
+    }
+    turns.push(Err(too_long()));
+    turns.push(Ok(say("the summary")));
+    turns.push(Ok(say("done")));
+    let model = Recorder::with(turns, None);
+    let gateway = FakeGateway::new(vec![todo_server(vec![Some("")])], Some("*"), 3);
+    // The default window (128 000 tokens) is far from full.
+    let (mut agent, events) = agent(model.clone(), gateway, AgentSettings::default());
+    let outcome = agent.run_prompt("task", &CancellationToken::new()).await;
+    assert_eq!(outcome.reason, EndReason::NoObjection, "{outcome:?}");
+    assert_eq!(outcome.text, "done");
+    let events = events.lock().unwrap();
+    let notes: Vec<String> = events
+        .iter()
+        .filter_map(|e| match e {
+            AgentEvent::Compacted { kind, note, .. } => {
+                assert_eq!(*kind, agent_loop::CompactionKind::Summary);
+                note.clone()
+            }
+            _ => None,
+        })
+        .collect();
+    assert_eq!(notes.len(), 1, "{notes:?}");
+    assert!(
+        notes[0].contains("too long for the model's context window"),
+        "{notes:?}"
+    );
+    let requests = model.requests.lock().unwrap();
+    // Four calls, the one too long, the summary, the same request again.
+    assert_eq!(requests.len(), 7);
+    let retried = &requests[6].messages;
+    assert!(
+        matches!(&retried[0], Message::User { text } if text.contains("the summary")),
+        "{retried:?}"
+    );
+    assert!(retried.len() < requests[4].messages.len());
+}
+
+// [V3]: once per request: a request still too long after its compaction
+// ends the prompt with the API's error, not a loop of compactions.
+#[tokio::test]
+async fn a_second_overflow_of_the_same_request_fails_it_v3() {
+    let arguments = format!("{{\"pad\":\"{}\"}}", "p".repeat(4000));
+    let turns = vec![
+        Ok(call(&[("c1", "todo__todo", &arguments)])),
+        Ok(call(&[("c2", "todo__todo", &arguments)])),
+        Err(too_long()),
+        // The calls are too large to summarise in the window learnt, so
+        // the compaction truncates, and the same request is asked again.
+        Err(too_long()),
+        Ok(say("never asked")),
+    ];
+    let model = Recorder::with(turns, None);
+    let gateway = FakeGateway::new(vec![todo_server(vec![Some("")])], Some("*"), 3);
+    let (mut agent, _events) = agent(model.clone(), gateway, AgentSettings::default());
+    let outcome = agent.run_prompt("task", &CancellationToken::new()).await;
+    assert_eq!(outcome.reason, EndReason::Failed);
+    assert!(
+        outcome
+            .detail
+            .as_deref()
+            .unwrap()
+            .contains("context window"),
+        "{outcome:?}"
+    );
+    // Two calls, the one too long, the same request again.
+    assert_eq!(model.requests.lock().unwrap().len(), 4);
+}

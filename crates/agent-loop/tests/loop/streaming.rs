@@ -383,7 +383,9 @@ async fn a_stream_cut_midway_is_an_error_and_not_retried() {
             .await;
             let model = provider_model(provider, &api.url, stream_settings());
             let (answer, pieces) = ask(model.as_ref()).await;
-            let Err(ModelError::Transport(e)) = &answer else {
+            // The server was reached: the answer broke off, it was not
+            // "could not be reached".
+            let Err(ModelError::Interrupted(e)) = &answer else {
                 panic!("{provider:?} {end:?}: {answer:?}");
             };
             if end == StreamEnd::Close {
@@ -603,6 +605,66 @@ async fn a_server_that_will_not_stream_is_read_whole() {
         );
         assert_eq!(api.bodies().len(), 2);
         api.stop();
+    }
+}
+
+// What llama-cpp-python sends when the model picks a tool while streaming:
+// a 200 event stream with nothing in it. The same request is asked once
+// more, whole (not retried as a stream, nor said to be unreachable); the
+// next request streams again.
+#[tokio::test]
+async fn an_empty_stream_is_asked_again_whole() {
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        let turn = looking();
+        let api = FakeApi::start_replies(vec![
+            Reply::Stream(Vec::new(), StreamEnd::Close),
+            whole(&turn, provider),
+            streamed(&turn, provider),
+        ])
+        .await;
+        let model = provider_model(provider, &api.url, stream_settings());
+        let (answer, pieces) = ask(model.as_ref()).await;
+        assert_eq!(answer.ok(), Some(turn.response()), "{provider:?}");
+        assert!(pieces.is_empty());
+        let (answer, _) = ask(model.as_ref()).await;
+        assert_eq!(answer.ok(), Some(turn.response()), "{provider:?}");
+        let streams: Vec<bool> = api.bodies().iter().map(|b| b["stream"] == true).collect();
+        assert_eq!(streams, [true, false, true], "{provider:?}");
+        api.stop();
+    }
+}
+
+// [V3]: a request too long for the window, in each API's words, is a
+// context overflow (for the loop to compact), never retried as if the
+// server were down; other 400s stay statuses.
+#[tokio::test]
+async fn a_context_overflow_in_any_servers_words_is_named() {
+    let bodies = [
+        json!({"error": {"message": "This model's maximum context length is 2048 tokens.", "type": "invalid_request_error", "code": "context_length_exceeded"}}),
+        json!({"type": "error", "error": {"type": "invalid_request_error", "message": "prompt is too long: 210000 tokens > 200000 maximum"}}),
+        json!({"error": {"message": "Requested tokens (2100) exceed context window of 2048"}}),
+        json!({"error": {"code": 400, "message": "the request exceeds the available context size, try increasing it", "type": "exceed_context_size_error"}}),
+    ];
+    for provider in [Provider::OpenAi, Provider::Anthropic] {
+        for body in &bodies {
+            let api = FakeApi::start_replies(vec![
+                Reply::Whole((400, vec![], body.to_string())),
+                whole(&done(), provider),
+            ])
+            .await;
+            let model = provider_model(provider, &api.url, stream_settings());
+            let (answer, _) = ask(model.as_ref()).await;
+            assert!(
+                matches!(
+                    &answer,
+                    Err(ModelError::ContextOverflow { status: 400, .. })
+                ),
+                "{provider:?} {body}: {answer:?}"
+            );
+            assert!(!answer.unwrap_err().is_retryable());
+            assert_eq!(api.bodies().len(), 1, "{provider:?} {body}");
+            api.stop();
+        }
     }
 }
 
