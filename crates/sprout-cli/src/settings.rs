@@ -59,6 +59,16 @@ pub(crate) enum ConfigProblem {
         /// The value.
         value: String,
     },
+    /// The sampling temperature is not a number from 0 to 2.
+    #[error(
+        "{setting}={value:?} is not valid: expected a temperature from 0 to 2, such as 0 or 0.7"
+    )]
+    NotATemperature {
+        /// Where the value came from.
+        setting: String,
+        /// The value.
+        value: String,
+    },
     /// The MCP config file could not be read.
     #[error("cannot read the MCP config {}: {source}", path.display())]
     ReadMcpConfig {
@@ -419,6 +429,25 @@ pub(crate) fn model(
             1..=1_000_000,
         )? as u32),
     };
+    let temperature = match &args.temperature {
+        None => None,
+        Some(value) => Some(
+            value
+                .trim()
+                .parse::<f32>()
+                .ok()
+                .filter(|t| (0.0..=2.0).contains(t))
+                .ok_or_else(|| ConfigProblem::NotATemperature {
+                    setting: source_name(
+                        matches,
+                        "temperature",
+                        "--temperature",
+                        "SPROUT_AGENT_TEMPERATURE",
+                    ),
+                    value: value.clone(),
+                })?,
+        ),
+    };
     let stream = match args.stream.as_str() {
         "on" => true,
         "off" => false,
@@ -491,6 +520,9 @@ pub(crate) fn model(
             if let Some(max) = max_tokens {
                 client = client.with_max_tokens(max);
             }
+            if let Some(temperature) = temperature {
+                client = client.with_temperature(temperature);
+            }
             Ok(Arc::new(client))
         }
         "anthropic" => {
@@ -529,6 +561,9 @@ pub(crate) fn model(
             let mut client = Anthropic::new(&args.anthropic_base_url, key.to_owned(), model, http);
             if let Some(max) = max_tokens {
                 client = client.with_max_tokens(max);
+            }
+            if let Some(temperature) = temperature {
+                client = client.with_temperature(temperature);
             }
             Ok(Arc::new(client))
         }

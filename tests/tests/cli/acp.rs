@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use crate::support::{FakeOpenAi, Scratch, end, fixture, sprout_command, streamed_end, tool};
 
 /// A raw ACP client over a `sprout acp` child.
-struct AcpClient {
+pub(crate) struct AcpClient {
     child: Child,
     stdin: ChildStdin,
     lines: Receiver<Value>,
@@ -26,7 +26,7 @@ struct AcpClient {
 }
 
 impl AcpClient {
-    fn start(scratch: &Scratch, env: &[(&str, &str)]) -> AcpClient {
+    pub(crate) fn start(scratch: &Scratch, env: &[(&str, &str)]) -> AcpClient {
         let mut child = sprout_command(&["acp"], env, &scratch.0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
@@ -60,13 +60,13 @@ impl AcpClient {
         }
     }
 
-    fn send_raw(&mut self, line: &str) {
+    pub(crate) fn send_raw(&mut self, line: &str) {
         self.stdin.write_all(line.as_bytes()).unwrap();
         self.stdin.write_all(b"\n").unwrap();
         self.stdin.flush().unwrap();
     }
 
-    fn request(&mut self, method: &str, params: Value) -> u64 {
+    pub(crate) fn request(&mut self, method: &str, params: Value) -> u64 {
         let id = self.next_id;
         self.next_id += 1;
         self.send_raw(
@@ -75,12 +75,12 @@ impl AcpClient {
         id
     }
 
-    fn notify(&mut self, method: &str, params: Value) {
+    pub(crate) fn notify(&mut self, method: &str, params: Value) {
         self.send_raw(&json!({"jsonrpc": "2.0", "method": method, "params": params}).to_string());
     }
 
     /// Waits for the response with `id` (a JSON id), keeping notifications.
-    fn response(&mut self, id: Value, within: Duration) -> Value {
+    pub(crate) fn response(&mut self, id: Value, within: Duration) -> Value {
         if let Some(i) = self.parked.iter().position(|r| r["id"] == id) {
             return self.parked.remove(i);
         }
@@ -104,7 +104,7 @@ impl AcpClient {
 
     /// Waits (up to 30 s) for a `session/update` matching `pred`, keeping
     /// everything else that arrives.
-    fn wait_update(&mut self, what: &str, pred: impl Fn(&Value) -> bool) {
+    pub(crate) fn wait_update(&mut self, what: &str, pred: impl Fn(&Value) -> bool) {
         if self.updates.iter().any(|u| pred(&u["params"]["update"])) {
             return;
         }
@@ -125,19 +125,19 @@ impl AcpClient {
         }
     }
 
-    fn call(&mut self, method: &str, params: Value) -> Value {
+    pub(crate) fn call(&mut self, method: &str, params: Value) -> Value {
         let id = self.request(method, params);
         self.response(json!(id), Duration::from_secs(30))
     }
 
-    fn initialize(&mut self) -> Value {
+    pub(crate) fn initialize(&mut self) -> Value {
         self.call(
             "initialize",
             json!({"protocolVersion": 1, "clientCapabilities": {}}),
         )
     }
 
-    fn new_session(&mut self, cwd: &std::path::Path, servers: Value) -> String {
+    pub(crate) fn new_session(&mut self, cwd: &std::path::Path, servers: Value) -> String {
         let response = self.call("session/new", json!({"cwd": cwd, "mcpServers": servers}));
         response["result"]["sessionId"]
             .as_str()
@@ -145,7 +145,7 @@ impl AcpClient {
             .to_owned()
     }
 
-    fn prompt(&mut self, session: &str, text: &str) -> u64 {
+    pub(crate) fn prompt(&mut self, session: &str, text: &str) -> u64 {
         self.request(
             "session/prompt",
             json!({"sessionId": session, "prompt": [{"type": "text", "text": text}]}),
@@ -153,7 +153,7 @@ impl AcpClient {
     }
 
     /// The `sessionUpdate` kinds seen for `session`.
-    fn update_kinds(&self, session: &str) -> Vec<String> {
+    pub(crate) fn update_kinds(&self, session: &str) -> Vec<String> {
         self.updates
             .iter()
             .filter(|u| u["params"]["sessionId"] == session)
@@ -167,7 +167,7 @@ impl AcpClient {
     }
 
     /// Closes stdin and waits for the process to exit.
-    fn finish(mut self) -> std::process::ExitStatus {
+    pub(crate) fn finish(mut self) -> std::process::ExitStatus {
         drop(self.stdin);
         let deadline = Instant::now() + Duration::from_secs(20);
         loop {
@@ -183,7 +183,7 @@ impl AcpClient {
     }
 }
 
-fn fixture_server(name: &str, args: &[&str]) -> Value {
+pub(crate) fn fixture_server(name: &str, args: &[&str]) -> Value {
     json!({"name": name, "command": fixture(), "args": args, "env": []})
 }
 

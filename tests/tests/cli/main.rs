@@ -28,3 +28,7 @@ mod hostile;
 // compiled with the `python-mcp` feature only, which `cargo xtask ci` turns on.
 #[cfg(feature = "python-mcp")]
 mod python;
+// `sprout run` and `sprout acp` against a real model server (llama-cpp-python);
+// compiled with the `real-model` feature only, which `cargo xtask ci` turns on.
+#[cfg(feature = "real-model")]
+mod real_model;

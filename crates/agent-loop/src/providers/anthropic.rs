@@ -49,6 +49,7 @@ pub struct Anthropic {
     api_key: String,
     model: String,
     max_tokens: u32,
+    temperature: Option<f32>,
     settings: HttpSettings,
     /// Set once the server refused to stream.
     stream_refused: AtomicBool,
@@ -67,6 +68,7 @@ impl Anthropic {
             api_key,
             model: model.to_owned(),
             max_tokens: 8192,
+            temperature: None,
             settings,
             stream_refused: AtomicBool::new(false),
         }
@@ -75,6 +77,12 @@ impl Anthropic {
     /// The answer's length cap (the API requires one; 8192 by default).
     pub fn with_max_tokens(mut self, max_tokens: u32) -> Anthropic {
         self.max_tokens = max_tokens;
+        self
+    }
+
+    /// The sampling temperature (the API's default unless set).
+    pub fn with_temperature(mut self, temperature: f32) -> Anthropic {
+        self.temperature = Some(temperature);
         self
     }
 
@@ -165,6 +173,7 @@ impl Anthropic {
         Request {
             model: &self.model,
             max_tokens: self.max_tokens,
+            temperature: self.temperature,
             system: request.system,
             messages: turns,
             tools: request.tools.iter().map(RequestTool::new).collect(),
@@ -178,6 +187,8 @@ impl Anthropic {
 struct Request<'a> {
     model: &'a str,
     max_tokens: u32,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
     system: &'a str,
     messages: Vec<Turn<'a>>,
     /// Absent when no tool is offered \[V1\].

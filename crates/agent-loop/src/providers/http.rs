@@ -796,6 +796,34 @@ mod tests {
     use proptest::prelude::*;
     use reqwest::header::HeaderValue;
 
+    // A request that met a kept-alive connection the server had closed is
+    // tried again at once, the first time only; a refused connection (a
+    // server that is down) waits its backoff as before.
+    #[test]
+    fn a_closed_kept_alive_connection_is_retried_at_once_once() {
+        let settings = HttpSettings::default();
+        let stale = ModelError::Transport(
+            "error sending request: client error (SendRequest): connection closed before message completed".into(),
+        );
+        let mut retries = Retries::default();
+        assert_eq!(retries.wait(&stale, None, &settings), Some(Duration::ZERO));
+        assert_eq!(
+            retries.wait(&stale, None, &settings),
+            Some(settings.backoff.saturating_mul(2))
+        );
+        let refused = ModelError::Transport("tcp connect error: Connection refused".into());
+        let mut retries = Retries::default();
+        assert_eq!(
+            retries.wait(&refused, None, &settings),
+            Some(settings.backoff)
+        );
+        let reset = ModelError::Transport("connection error: Connection reset by peer".into());
+        assert_eq!(
+            Retries::default().wait(&reset, None, &settings),
+            Some(Duration::ZERO)
+        );
+    }
+
     /// A fixed "now" for the date form: 2024-01-01T00:00:00Z.
     fn now() -> SystemTime {
         SystemTime::UNIX_EPOCH + Duration::from_secs(1_704_067_200)

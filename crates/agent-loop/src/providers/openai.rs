@@ -46,6 +46,7 @@ pub struct OpenAiCompat {
     api_key: Option<String>,
     model: String,
     max_tokens: Option<u32>,
+    temperature: Option<f32>,
     settings: HttpSettings,
     /// Set once the server refused to stream.
     stream_refused: AtomicBool,
@@ -67,6 +68,7 @@ impl OpenAiCompat {
             api_key,
             model: model.to_owned(),
             max_tokens: None,
+            temperature: None,
             settings,
             stream_refused: AtomicBool::new(false),
         }
@@ -75,6 +77,12 @@ impl OpenAiCompat {
     /// Caps the answer's length.
     pub fn with_max_tokens(mut self, max_tokens: u32) -> OpenAiCompat {
         self.max_tokens = Some(max_tokens);
+        self
+    }
+
+    /// The sampling temperature (the server's default unless set).
+    pub fn with_temperature(mut self, temperature: f32) -> OpenAiCompat {
+        self.temperature = Some(temperature);
         self
     }
 
@@ -145,6 +153,7 @@ impl OpenAiCompat {
             tool_choice: tools_offered.then_some("auto"),
             max_tokens,
             max_completion_tokens,
+            temperature: self.temperature,
             stream,
             stream_options: stream.then_some(StreamOptions {
                 include_usage: true,
@@ -170,6 +179,8 @@ struct Request<'a> {
     max_tokens: Option<u32>,
     #[serde(skip_serializing_if = "Option::is_none")]
     max_completion_tokens: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    temperature: Option<f32>,
     /// Absent for a whole answer.
     #[serde(skip_serializing_if = "std::ops::Not::not")]
     stream: bool,
@@ -783,7 +794,8 @@ mod tests {
             "m",
             HttpSettings::default(),
         )
-        .with_max_tokens(100);
+        .with_max_tokens(100)
+        .with_temperature(0.0);
         let expected = json!({
             "model": "m",
             "messages": [
@@ -807,6 +819,7 @@ mod tests {
             // [V2]: said, whenever tools are offered.
             "tool_choice": "auto",
             "max_tokens": 100,
+            "temperature": 0.0,
         });
         assert_eq!(body(&model, &history(), &tools()), expected);
     }
