@@ -677,13 +677,16 @@ impl<G: Gateway> Agent<G> {
             notes.push(format!("asked because {overflow}"));
         }
         let mut summary = None;
-        // Half the threshold for what is summarised: the summary's own
-        // answer needs room too.
         if summarise {
             // Attempts count, so a summary that keeps failing is not retried
             // every round.
             self.summaries += 1;
-            match self.summarise(&pins, limit, cancel).await {
+            // The window: the configured one, or the one an overflow
+            // showed, if smaller.
+            let window = self.overflow_limit.map_or(settings.context_window, |l| {
+                ((l as f64 / settings.threshold) as u64).min(settings.context_window)
+            });
+            match self.summarise(&pins, window, cancel).await {
                 Step::Cancelled => return Ok(Step::Cancelled),
                 Step::Done(Ok(text)) => summary = Some(text),
                 Step::Done(Err(why)) => notes.push(why),
@@ -769,17 +772,18 @@ impl<G: Gateway> Agent<G> {
     }
 
     /// Asks the model for a summary of the history, keeping `pins`, in a
-    /// request sized to half of `limit` (the answer needs room too). The
+    /// request sized to half of the context `window` (the answer needs room
+    /// too). The
     /// size is an estimate: when the API says the request is still too long
     /// \[V3\], it is asked again with half as much, up to
     /// [`SUMMARY_TRIES`] requests in all. `Err` says why there is no summary.
     async fn summarise(
         &mut self,
         pins: &[Injection],
-        limit: u64,
+        window: u64,
         cancel: &CancellationToken,
     ) -> Step<Result<String, String>> {
-        let mut budget = limit / 2;
+        let mut budget = window / 2;
         let mut tries = 0;
         loop {
             tries += 1;
