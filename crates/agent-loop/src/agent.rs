@@ -280,15 +280,9 @@ impl<G: Gateway> Agent<G> {
                     format!("the model made {rounds} requests without finishing (the limit)");
                 return self.abort(AbortReason::MaxRounds, Some(detail), last_text, rounds);
             }
-            match self.compact(&original, prompt, None, cancel).await {
-                Ok(Step::Done(_)) => {}
-                Ok(Step::Cancelled) => {
-                    return self.abort(AbortReason::Cancelled, None, last_text, rounds);
-                }
-                Err(e) => {
-                    let detail = Some(format!("hook policy error: {e}"));
-                    return self.abort(AbortReason::Failed, detail, last_text, rounds);
-                }
+            let compaction = self.compact(&original, prompt, None, cancel).await;
+            if let Err(ended) = self.compacted(compaction, &last_text, rounds) {
+                return ended;
             }
             rounds += 1;
             let mut response = self.ask_model(rounds, cancel).await;
@@ -296,17 +290,12 @@ impl<G: Gateway> Agent<G> {
             // history and asks again, once for this request.
             if let Step::Done(Err(overflow @ ModelError::ContextOverflow { .. })) = &response {
                 let why = overflow.to_string();
-                match self.compact(&original, prompt, Some(&why), cancel).await {
-                    Ok(Step::Done(true)) => response = self.ask_model(rounds, cancel).await,
+                let compaction = self.compact(&original, prompt, Some(&why), cancel).await;
+                match self.compacted(compaction, &last_text, rounds) {
+                    Ok(true) => response = self.ask_model(rounds, cancel).await,
                     // Nothing could go: the error stands.
-                    Ok(Step::Done(false)) => {}
-                    Ok(Step::Cancelled) => {
-                        return self.abort(AbortReason::Cancelled, None, last_text, rounds);
-                    }
-                    Err(e) => {
-                        let detail = Some(format!("hook policy error: {e}"));
-                        return self.abort(AbortReason::Failed, detail, last_text, rounds);
-                    }
+                    Ok(false) => {}
+                    Err(ended) => return ended,
                 }
             }
             let response = match response {
@@ -375,6 +364,23 @@ impl<G: Gateway> Agent<G> {
                 }
             }
         }
+    }
+
+    /// What a compaction's `result` means for the prompt: `Ok` whether
+    /// messages went, or the prompt's end when it was cancelled or the
+    /// policy refused the question.
+    fn compacted(
+        &mut self,
+        result: Result<Step<bool>, UsageError>,
+        last_text: &str,
+        rounds: u32,
+    ) -> Result<bool, PromptOutcome> {
+        let (reason, detail) = match result {
+            Ok(Step::Done(compacted)) => return Ok(compacted),
+            Ok(Step::Cancelled) => (AbortReason::Cancelled, None),
+            Err(e) => (AbortReason::Failed, Some(format!("hook policy error: {e}"))),
+        };
+        Err(self.abort(reason, detail, last_text.to_owned(), rounds))
     }
 
     /// Adds the pairs a `_SessionStart` or `_UserPromptSubmit` round

@@ -272,6 +272,15 @@ pub(crate) fn number(
     }
 }
 
+/// `value` as a decimal number in `range`, or `None`.
+fn decimal(value: &str, range: RangeInclusive<f64>) -> Option<f64> {
+    value
+        .trim()
+        .parse::<f64>()
+        .ok()
+        .filter(|n| range.contains(n))
+}
+
 /// The hook policy \[C1\]-\[C3\].
 pub(crate) fn hook_config(
     args: &SessionArgs,
@@ -375,13 +384,8 @@ pub(crate) fn agent_settings(
         &args.context_window,
         1_000..=10_000_000,
     )?;
-    let threshold = args
-        .compact_threshold
-        .trim()
-        .parse::<f64>()
-        .ok()
-        .filter(|t| (0.1..=0.95).contains(t))
-        .ok_or_else(|| ConfigProblem::NotAShare {
+    let threshold =
+        decimal(&args.compact_threshold, 0.1..=0.95).ok_or_else(|| ConfigProblem::NotAShare {
             setting: source_name(
                 matches,
                 "compact_threshold",
@@ -431,22 +435,17 @@ pub(crate) fn model(
     };
     let temperature = match &args.temperature {
         None => None,
-        Some(value) => Some(
-            value
-                .trim()
-                .parse::<f32>()
-                .ok()
-                .filter(|t| (0.0..=2.0).contains(t))
-                .ok_or_else(|| ConfigProblem::NotATemperature {
-                    setting: source_name(
-                        matches,
-                        "temperature",
-                        "--temperature",
-                        "SPROUT_AGENT_TEMPERATURE",
-                    ),
-                    value: value.clone(),
-                })?,
-        ),
+        Some(value) => Some(decimal(value, 0.0..=2.0).map(|t| t as f32).ok_or_else(|| {
+            ConfigProblem::NotATemperature {
+                setting: source_name(
+                    matches,
+                    "temperature",
+                    "--temperature",
+                    "SPROUT_AGENT_TEMPERATURE",
+                ),
+                value: value.clone(),
+            }
+        })?),
     };
     let stream = match args.stream.as_str() {
         "on" => true,

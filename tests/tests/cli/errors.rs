@@ -56,6 +56,8 @@ fn bad_inputs_exit_2_with_a_message() {
         (vec!["run", "x"], vec![("SPROUT_AGENT_PROVIDER", "gpt")], "SPROUT_AGENT_PROVIDER=\"gpt\" is not a provider".into()),
         (vec!["run", "x"], [openai.as_slice(), &[("OPENAI_COMPAT_MODEL", "m"), ("SPROUT_AGENT_STREAM", "maybe")]].concat(), "SPROUT_AGENT_STREAM=\"maybe\" is not valid: expected on or off".into()),
         (vec!["run", "x", "--stream-idle-ms", "0"], [openai.as_slice(), &[("OPENAI_COMPAT_MODEL", "m")]].concat(), "--stream-idle-ms=\"0\" is not valid".into()),
+        (vec!["run", "x", "--temperature", "warm"], [openai.as_slice(), &[("OPENAI_COMPAT_MODEL", "m")]].concat(), "--temperature=\"warm\" is not valid: expected a temperature from 0 to 2".into()),
+        (vec!["run", "x"], [openai.as_slice(), &[("OPENAI_COMPAT_MODEL", "m"), ("SPROUT_AGENT_TEMPERATURE", "NaN")]].concat(), "SPROUT_AGENT_TEMPERATURE=\"NaN\" is not valid".into()),
         (vec!["run", "x", "--script", &script], script_env.to_vec(), format!("model script {script}, line 1: invalid type")),
         (vec!["run", "x"], script_env.to_vec(), "SPROUT_AGENT_SCRIPT is not set".into()),
         (vec!["run", "  "], script_env.to_vec(), "the prompt is empty".into()),

@@ -225,16 +225,39 @@ fn continue_into_a_window_the_size_of_the_servers() {
         format!("{long} Say what the list holds."),
     ];
     let mut events = run_json(&scratch, &["--mcp-config", &config, &prompts[0]], &env);
+    every_request_answered(&events);
     for prompt in &prompts[1..] {
+        let reported = last_usage(&events);
         events = run_json(
             &scratch,
             &["--mcp-config", &config, "--continue", prompt],
             &env,
         );
         every_request_answered(&events);
+        // The new process's first estimate starts from the last report of
+        // the one before (unless it compacted first, which starts afresh).
+        let first = events
+            .iter()
+            .find(|e| e["event"] == "model_request" || e["event"] == "compacted");
+        if let (Some(reported), Some(first)) = (reported, first)
+            && first["event"] == "model_request"
+        {
+            let estimated = first["estimated_tokens"].as_u64().unwrap();
+            assert!(
+                estimated >= reported,
+                "{estimated} < {reported}: {events:#?}"
+            );
+        }
     }
-    let resumed = named(&events, "model_request");
-    assert!(!resumed.is_empty());
+}
+
+/// The last usage the server reported (input plus output tokens), unless
+/// a compaction came after it (a compaction drops the report).
+fn last_usage(events: &[Value]) -> Option<u64> {
+    let last = events.iter().rev().find(|e| {
+        e["event"] == "compacted" || (e["event"] == "model_response" && e["input_tokens"].is_u64())
+    })?;
+    Some(last["input_tokens"].as_u64()? + last["output_tokens"].as_u64()?)
 }
 
 // [V3] and [P1]: a compaction through the real model (its summary, or the
@@ -295,11 +318,7 @@ fn compaction_and_overflow_through_the_real_model() {
 #[test]
 fn acp_prompts_against_the_real_model() {
     let scratch = Scratch::new("real-acp");
-    let mut env = model_env(&[("MCP_HOOK_SERVERS", "*".to_owned())]);
-    env.push((
-        "XDG_STATE_HOME".to_owned(),
-        scratch.path(".state").to_owned(),
-    ));
+    let env = model_env(&[("MCP_HOOK_SERVERS", "*".to_owned())]);
     let env: Vec<(&str, &str)> = env.iter().map(|(k, v)| (k.as_str(), v.as_str())).collect();
     let mut client = AcpClient::start(&scratch, &env);
     client.initialize();

@@ -177,7 +177,7 @@ async fn attempt_once(
         .await;
     let response = match sent {
         Ok(response) => response,
-        Err(e) => return (Err(transport_error(&e)), None),
+        Err(e) => return (Err(reqwest_error(&e, ModelError::Transport)), None),
     };
     let status = response.status();
     let retry_after = retry_after(response.headers(), SystemTime::now());
@@ -203,7 +203,7 @@ async fn read_capped(mut response: reqwest::Response, max: usize) -> Result<Vec<
                 bytes.extend_from_slice(&chunk);
             }
             Ok(None) => return Ok(bytes),
-            Err(e) => return Err(broke_off(&e)),
+            Err(e) => return Err(reqwest_error(&e, ModelError::Interrupted)),
         }
     }
 }
@@ -435,7 +435,7 @@ async fn stream_once<D: StreamDecoder>(
         .send();
     let response = match tokio::time::timeout_at(first, sent).await {
         Err(_) => return (Err(no_answer()), None),
-        Ok(Err(e)) => return (Err(transport_error(&e)), None),
+        Ok(Err(e)) => return (Err(reqwest_error(&e, ModelError::Transport)), None),
         Ok(Ok(response)) => response,
     };
     let status = response.status();
@@ -475,7 +475,10 @@ async fn stream_once<D: StreamDecoder>(
                 Some((Ok(chunk), Some((response, total))))
             }
             Ok(None) => None,
-            Err(e) => Some((Err(ReadError(broke_off(&e))), None)),
+            Err(e) => Some((
+                Err(ReadError(reqwest_error(&e, ModelError::Interrupted))),
+                None,
+            )),
         }
     });
     let answer = read_events::<D, _, _>(chunks, first, settings, on_text, progress).await;
@@ -707,26 +710,16 @@ pub(crate) fn retry_after(headers: &HeaderMap, now: SystemTime) -> Option<Durati
     )
 }
 
-/// A reqwest error as ours: a timeout is [`ModelError::Timeout`], anything
-/// else [`ModelError::Transport`], with the causes, which name the real
-/// problem.
-fn transport_error(e: &reqwest::Error) -> ModelError {
+/// A reqwest error as ours, with the causes, which name the real problem:
+/// a timeout is [`ModelError::Timeout`], anything else `otherwise`
+/// ([`ModelError::Transport`] before an answer came,
+/// [`ModelError::Interrupted`] while its body was read).
+fn reqwest_error(e: &reqwest::Error, otherwise: fn(String) -> ModelError) -> ModelError {
     let text = with_causes(e);
     if e.is_timeout() {
         ModelError::Timeout(text)
     } else {
-        ModelError::Transport(text)
-    }
-}
-
-/// A failure while reading an answer's body: the server was reached and
-/// the answer broke off (or ran out its deadline).
-fn broke_off(e: &reqwest::Error) -> ModelError {
-    let text = with_causes(e);
-    if e.is_timeout() {
-        ModelError::Timeout(text)
-    } else {
-        ModelError::Interrupted(text)
+        otherwise(text)
     }
 }
 
