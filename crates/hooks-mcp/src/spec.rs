@@ -28,6 +28,11 @@ pub struct ServerSpec {
     /// Its own hook deadline, `"hookTimeoutMs"` in its entry \[C4\]; the
     /// session's (`SPROUT_AGENT_HOOK_TIMEOUT_MS`) when `None`.
     pub hook_timeout: Option<HookTimeout>,
+    /// The tools the person lets run unasked, `"autoApprove"` in its entry:
+    /// bare tool names, each of which may hold `*` wildcards \[U4\].
+    pub auto_approve: Vec<String>,
+    /// `"required": true` in its entry: its hooks fail closed \[F1\].
+    pub required: bool,
 }
 
 /// How to reach a server.
@@ -65,6 +70,8 @@ impl ServerSpec {
                 cwd: None,
             },
             hook_timeout: None,
+            auto_approve: Vec::new(),
+            required: false,
         }
     }
 
@@ -77,6 +84,8 @@ impl ServerSpec {
                 headers: BTreeMap::new(),
             },
             hook_timeout: None,
+            auto_approve: Vec::new(),
+            required: false,
         }
     }
 }
@@ -147,8 +156,11 @@ struct Document {
 ///
 /// Stdio entries: `command` (required), `args`, `env`, `cwd`, and an optional
 /// `"type": "stdio"`. HTTP entries: `"type": "http"` and `url`. Any other
-/// `type`, a missing or mistyped field, or an invalid server name \[N1\] is an
-/// error naming the key and the value. Either kind may carry
+/// `type`, a missing or mistyped field, an invalid server name \[N1\], an
+/// `env` key that is no variable name, or a NUL byte in `command`, `args`
+/// or an `env` value is an error naming the key and the value. Either kind
+/// may carry `"autoApprove"` (tool names or patterns the person lets run
+/// unasked \[U4\]) and `"required": true` (a required gate \[F1\]), and
 /// `"hookTimeoutMs"`, the server's own hook deadline (1 to 600000) \[C4\]. A
 /// document without `mcpServers` configures no server.
 pub fn parse_mcp_servers(json: &str) -> Result<Vec<ServerSpec>, SpecError> {
@@ -189,6 +201,9 @@ fn server_spec(key: &str, value: &Value) -> Result<ServerSpec, SpecError> {
     let transport = match kind {
         "stdio" => {
             let command = match fields.get("command") {
+                Some(Value::String(c)) if c.contains('\0') => {
+                    return Err(err(format!("{at}.command"), NUL_BYTE));
+                }
                 Some(Value::String(c)) if !c.trim().is_empty() => c.clone(),
                 Some(other) => {
                     return Err(err(
@@ -203,10 +218,26 @@ fn server_spec(key: &str, value: &Value) -> Result<ServerSpec, SpecError> {
                     ));
                 }
             };
+            let args = string_list(fields.get("args"), &format!("{at}.args"))?;
+            if let Some(i) = args.iter().position(|a| a.contains('\0')) {
+                return Err(err(format!("{at}.args[{i}]"), NUL_BYTE));
+            }
+            let env = string_map(fields.get("env"), &format!("{at}.env"))?;
+            for (key, value) in &env {
+                if let Some(why) = not_a_variable_name(key) {
+                    return Err(err(
+                        format!("{at}.env"),
+                        format!("{key:?} is not an environment variable name: {why}"),
+                    ));
+                }
+                if value.contains('\0') {
+                    return Err(err(format!("{at}.env.{key}"), NUL_BYTE));
+                }
+            }
             TransportSpec::Stdio {
                 command,
-                args: string_list(fields.get("args"), &format!("{at}.args"))?,
-                env: string_map(fields.get("env"), &format!("{at}.env"))?,
+                args,
+                env,
                 cwd: match fields.get("cwd") {
                     None | Some(Value::Null) => None,
                     Some(Value::String(dir)) => Some(PathBuf::from(dir)),
@@ -263,11 +294,71 @@ fn server_spec(key: &str, value: &Value) -> Result<ServerSpec, SpecError> {
                 })?,
         ),
     };
+    let auto_approve = string_list(fields.get("autoApprove"), &format!("{at}.autoApprove"))?;
+    if let Some(i) = auto_approve.iter().position(|p| p.trim().is_empty()) {
+        return Err(err(
+            format!("{at}.autoApprove[{i}]"),
+            "expected a tool name or a pattern such as \"read_*\", found an empty string",
+        ));
+    }
+    let required = match fields.get("required") {
+        None | Some(Value::Null) => false,
+        Some(Value::Bool(required)) => *required,
+        Some(other) => {
+            return Err(err(
+                format!("{at}.required"),
+                format!("expected true or false, found {}", brief(other)),
+            ));
+        }
+    };
     Ok(ServerSpec {
         name,
         transport,
         hook_timeout,
+        auto_approve,
+        required,
     })
+}
+
+/// Whether `tool` (a bare tool name) matches an `autoApprove` `pattern`:
+/// the pattern's text must match exactly, where each `*` stands for any
+/// run of characters, none included \[U4\].
+pub fn approve_pattern_matches(pattern: &str, tool: &str) -> bool {
+    let mut parts = pattern.split('*');
+    // Invariant: split always yields a first part.
+    let first = parts.next().unwrap_or_default();
+    let Some(mut rest) = tool.strip_prefix(first) else {
+        return false;
+    };
+    let mut parts: Vec<&str> = parts.collect();
+    let Some(last) = parts.pop() else {
+        return rest.is_empty(); // no `*`: the whole name
+    };
+    for part in parts {
+        match rest.find(part) {
+            Some(at) => rest = &rest[at + part.len()..],
+            None => return false,
+        }
+    }
+    rest.len() >= last.len() && rest.ends_with(last)
+}
+
+/// The message for a string a program cannot be given.
+const NUL_BYTE: &str = "contains a NUL byte, which no program can be given; remove it";
+
+/// Why `name` cannot be an environment variable's name, if it cannot: the
+/// system's own rule (not empty, no `=`, no NUL), which also refuses names
+/// that only some shells could not use.
+fn not_a_variable_name(name: &str) -> Option<&'static str> {
+    if name.is_empty() {
+        Some("it is empty")
+    } else if name.contains('=') {
+        Some("it contains '=', which ends a name")
+    } else if name.contains('\0') {
+        Some("it contains a NUL byte")
+    } else {
+        None
+    }
 }
 
 fn string_list(value: Option<&Value>, at: &str) -> Result<Vec<String>, SpecError> {
@@ -393,7 +484,10 @@ pub fn redact_url(url: &str) -> String {
     parsed.to_string()
 }
 
-fn looks_secret(name: &str) -> bool {
+/// Whether a name (of a query parameter, a header or an environment
+/// variable) looks like it holds a secret (`api_key`, `TOKEN`, `auth`, …),
+/// so that its value is never shown.
+pub fn looks_secret(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     let last = name.rsplit(['_', '-', '.']).next().unwrap_or(&name);
     SECRET_PARAMETERS
@@ -440,6 +534,100 @@ mod tests {
 
     fn names(specs: &[ServerSpec]) -> Vec<&str> {
         specs.iter().map(|s| s.name.as_str()).collect()
+    }
+
+    #[test]
+    fn reads_auto_approve_and_required_u4_f1() {
+        let specs = parse_mcp_servers(
+            r#"{"mcpServers": {
+                "git": {"command": "g", "autoApprove": ["status", "log_*"], "required": true},
+                "web": {"type": "http", "url": "http://127.0.0.1:9/mcp"}
+            }}"#,
+        )
+        .unwrap();
+        assert_eq!(specs[0].auto_approve, ["status", "log_*"]);
+        assert!(specs[0].required);
+        assert!(specs[1].auto_approve.is_empty());
+        assert!(!specs[1].required);
+        for (entry, at) in [
+            (
+                r#"{"command": "g", "required": "yes"}"#,
+                "mcpServers.s.required",
+            ),
+            (
+                r#"{"command": "g", "autoApprove": "all"}"#,
+                "mcpServers.s.autoApprove",
+            ),
+            (
+                r#"{"command": "g", "autoApprove": [""]}"#,
+                "mcpServers.s.autoApprove[0]",
+            ),
+        ] {
+            let e =
+                parse_mcp_servers(&format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#)).unwrap_err();
+            assert_eq!(e.at, at, "{entry}: {e}");
+        }
+    }
+
+    #[test]
+    fn refuses_what_no_program_can_be_given() {
+        for (entry, at, says) in [
+            (
+                r#"{"command": "a\u0000b"}"#,
+                "mcpServers.s.command",
+                "NUL byte",
+            ),
+            (
+                r#"{"command": "a", "args": ["x", "y\u0000"]}"#,
+                "mcpServers.s.args[1]",
+                "NUL byte",
+            ),
+            (
+                r#"{"command": "a", "env": {"K": "v\u0000"}}"#,
+                "mcpServers.s.env.K",
+                "NUL byte",
+            ),
+            (
+                r#"{"command": "a", "env": {"A=B": "v"}}"#,
+                "mcpServers.s.env",
+                "\"A=B\" is not an environment variable name: it contains '='",
+            ),
+            (
+                r#"{"command": "a", "env": {"": "v"}}"#,
+                "mcpServers.s.env",
+                "it is empty",
+            ),
+        ] {
+            let e =
+                parse_mcp_servers(&format!(r#"{{"mcpServers": {{"s": {entry}}}}}"#)).unwrap_err();
+            assert_eq!(e.at, at, "{entry}: {e}");
+            assert!(e.message.contains(says), "{entry}: {e}");
+        }
+    }
+
+    #[test]
+    fn approve_patterns_match_whole_names_u4() {
+        let cases = [
+            ("status", "status", true),
+            ("status", "status2", false),
+            ("status", "git_status", false),
+            ("read_*", "read_file", true),
+            ("read_*", "read_", true),
+            ("read_*", "write_file", false),
+            ("*_file", "read_file", true),
+            ("*_file", "read_files", false),
+            ("a*b*c", "aXXbYYc", true),
+            ("a*b*c", "acb", false),
+            ("ab*ba", "aba", false),
+            ("*", "anything", true),
+        ];
+        for (pattern, tool, expected) in cases {
+            assert_eq!(
+                approve_pattern_matches(pattern, tool),
+                expected,
+                "{pattern} ~ {tool}"
+            );
+        }
     }
 
     #[test]

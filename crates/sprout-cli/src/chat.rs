@@ -138,7 +138,7 @@ async fn read_line(editor: DefaultEditor) -> Result<(DefaultEditor, Read), Strin
 pub(crate) async fn chat(setup: SessionSetup) -> i32 {
     let SessionSetup {
         model,
-        specs,
+        servers,
         config,
         options,
         settings,
@@ -162,7 +162,16 @@ pub(crate) async fn chat(setup: SessionSetup) -> i32 {
     let running = Running::new(signals.clone());
     running.listen();
     let carried = plan.carried();
-    let host = match start_host(specs, config, &carried, options, sink.clone(), &signals).await {
+    let host = match start_host(
+        servers.specs,
+        config,
+        &carried,
+        options,
+        sink.clone(),
+        &signals,
+    )
+    .await
+    {
         Ok(host) => host,
         Err(code) => {
             stdout.finish(OUTPUT_DRAIN);

@@ -91,6 +91,23 @@ pub(crate) enum Command {
         #[command(subcommand)]
         command: HooksCommand,
     },
+    /// Trust the MCP servers of DIR's .mcp.json, so sprout may start them:
+    /// shows each entry's command line or URL, then asks. A changed entry
+    /// must be trusted again.
+    Trust {
+        /// The project directory.
+        #[arg(default_value = ".")]
+        dir: PathBuf,
+        /// Trust the entries shown without asking.
+        #[arg(long, conflicts_with_all = ["list", "revoke"])]
+        yes: bool,
+        /// Show every trusted entry, of every directory.
+        #[arg(long, conflicts_with = "revoke")]
+        list: bool,
+        /// Forget DIR's entries: they are asked about again.
+        #[arg(long)]
+        revoke: bool,
+    },
     /// Run a bundled hook server on stdio (for an MCP config entry).
     HookServer {
         #[command(subcommand)]

@@ -14,6 +14,7 @@
 //! - `sessions`: saved sessions: which one to pick up, the transcript a
 //!   session writes, `sprout sessions`.
 //! - `signals`: SIGINT, SIGTERM and SIGHUP.
+//! - `trust`: project trust, and the tools allowed for good.
 //! - `testing` (the `testing` feature): the human output of an event stream.
 
 mod acp;
@@ -27,6 +28,7 @@ mod signals;
 mod stdout;
 #[cfg(feature = "testing")]
 pub mod testing;
+mod trust;
 
 use std::ffi::OsString;
 use std::io::Read;
@@ -174,10 +176,10 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
         Command::Demo { json } => {
             let model = agent_loop::providers::ScriptModel::parse("the demo script", demo::SCRIPT)
                 .map_err(ConfigProblem::Script)?;
-            let specs = demo::servers()?;
             let setup = SessionSetup {
                 model: Arc::new(model),
-                specs,
+                // The demo's servers are the agent's own [U1].
+                servers: trust::Servers::own(demo::servers()?),
                 config: demo::hook_config(),
                 options: demo::host_options(),
                 settings: demo::settings(),
@@ -217,7 +219,7 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 // Without --mcp-config, each session reads `.mcp.json` in
                 // its own cwd, not in ours.
                 servers: match session.mcp_config {
-                    Some(_) => Some(settings::servers(&session)?),
+                    Some(_) => Some(settings::servers(&session)?.specs),
                     None => None,
                 },
                 save_in: settings::saving(&save)?,
@@ -234,8 +236,8 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
         } => {
             let m = sub(sub(matches, "hooks"), "list");
             let config = settings::hook_config(&session, m)?;
-            let specs = settings::servers(&session)?;
             let options = settings::host_options(&session, m)?;
+            let specs = trust::admit(settings::servers(&session)?, trust::person_present())?.specs;
             Ok(hooks_list(specs, config, options, session.json).await)
         }
         Command::Hooks {
@@ -252,7 +254,7 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 .ok_or_else(|| ConfigProblem::NotAHookPoint(hook.clone()))?;
             let input = CallInput::parse(input.as_deref())?;
             let mut config = settings::hook_config(&session, m)?;
-            let specs = settings::servers(&session)?;
+            let specs = settings::servers(&session)?.specs;
             if let Some(name) = &server {
                 if !specs.iter().any(|s| s.name.as_str() == name) {
                     return Err(ConfigProblem::NoSuchServer(name.clone()));
@@ -270,7 +272,25 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 });
             }
             let options = settings::host_options(&session, m)?;
+            let specs = trust::admit(settings::servers(&session)?, trust::person_present())?.specs;
             Ok(hooks_call(specs, config, options, hook, input, session.json).await)
+        }
+        Command::Trust {
+            dir,
+            yes,
+            list,
+            revoke,
+        } => {
+            let action = if list {
+                trust::TrustAction::List
+            } else if revoke {
+                trust::TrustAction::Revoke
+            } else {
+                trust::TrustAction::Trust { yes }
+            };
+            let text = trust::trust_command(&dir, action)?;
+            print_out(&text);
+            Ok(EXIT_OK)
         }
         Command::HookServer { server } => {
             Ok(hook_server(server, sub(matches, "hook-server")).await)
@@ -347,7 +367,8 @@ fn report_down_servers(host: &Host) -> bool {
 /// the environment and the configuration file.
 pub(crate) struct SessionSetup {
     pub(crate) model: Arc<dyn Model>,
-    pub(crate) specs: Vec<ServerSpec>,
+    /// The servers that may start (trusted \[U2\]) and where they came from.
+    pub(crate) servers: trust::Servers,
     pub(crate) config: HookConfig,
     pub(crate) options: HostOptions,
     pub(crate) settings: AgentSettings,
@@ -364,17 +385,24 @@ impl SessionSetup {
         resume: &cli::ResumeArgs,
         m: &ArgMatches,
     ) -> Result<SessionSetup, ConfigProblem> {
+        let config = settings::hook_config(session, m)?;
+        let options = settings::host_options(session, m)?;
+        let agent = settings::agent_settings(session, m)?;
+        let model = settings::model(model, m)?;
+        let plan = sessions::Plan::new(
+            settings::saving(save)?,
+            || settings::sessions_dir(&save.dir),
+            resume,
+        )?;
+        // Last: the person is asked only about a session that can run [U3].
+        let servers = trust::admit(settings::servers(session)?, trust::person_present())?;
         Ok(SessionSetup {
-            config: settings::hook_config(session, m)?,
-            specs: settings::servers(session)?,
-            options: settings::host_options(session, m)?,
-            settings: settings::agent_settings(session, m)?,
-            model: settings::model(model, m)?,
-            plan: sessions::Plan::new(
-                settings::saving(save)?,
-                || settings::sessions_dir(&save.dir),
-                resume,
-            )?,
+            config,
+            servers,
+            options,
+            settings: agent,
+            model,
+            plan,
         })
     }
 }
@@ -382,7 +410,7 @@ impl SessionSetup {
 async fn run_session(setup: SessionSetup, prompt: &str, json: bool) -> i32 {
     let SessionSetup {
         model,
-        specs,
+        servers,
         config,
         options,
         settings,
@@ -396,7 +424,7 @@ async fn run_session(setup: SessionSetup, prompt: &str, json: bool) -> i32 {
     // Signals are honoured from the start, server start-up included.
     let signals = Signals::install();
     let host = match start_host(
-        specs,
+        servers.specs,
         config,
         &plan.carried(),
         options,

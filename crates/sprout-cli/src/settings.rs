@@ -16,9 +16,10 @@ use agent_loop::{AgentSettings, Model, ToolSettings};
 use clap::ArgMatches;
 use clap::parser::ValueSource;
 use hooks_core::{ConfigError, HookConfig};
-use hooks_mcp::{HostOptions, ServerSpec, SpecError};
+use hooks_mcp::{HostOptions, SpecError};
 
 use crate::cli::{ModelArgs, SaveArgs, SessionArgs, SessionsDirArgs};
+use crate::trust::{self, Servers, Source, TrustError};
 
 /// A configuration problem: what to print, with exit status 2. A setting's
 /// problem names the flag or variable it came from (`setting`), or the file.
@@ -27,6 +28,9 @@ pub(crate) enum ConfigProblem {
     /// A hook-policy value the core refused, renamed to its flag or variable.
     #[error(transparent)]
     Policy(#[from] ConfigError),
+    /// Project trust \[U1\]-\[U3\].
+    #[error(transparent)]
+    Trust(#[from] TrustError),
     /// Not a whole number in the range.
     #[error(
         "{setting}={value:?} is not valid: expected a whole number from {} to {}",
@@ -309,31 +313,44 @@ pub(crate) fn hook_config(
     })
 }
 
-/// The MCP servers: `--mcp-config FILE`, else `.mcp.json` here, else none.
-pub(crate) fn servers(args: &SessionArgs) -> Result<Vec<ServerSpec>, ConfigProblem> {
+/// The MCP servers: `--mcp-config FILE` (the person's own), else
+/// `.mcp.json` here (the project's \[U1\]), else none.
+pub(crate) fn servers(args: &SessionArgs) -> Result<Servers, ConfigProblem> {
     match &args.mcp_config {
-        Some(path) => servers_from(path),
+        Some(path) => servers_from(path, false),
         None => servers_in(Path::new(".")),
     }
 }
 
-/// The MCP servers of `.mcp.json` in `dir`, if it has one; none otherwise.
-pub(crate) fn servers_in(dir: &Path) -> Result<Vec<ServerSpec>, ConfigProblem> {
+/// The MCP servers of `.mcp.json` in `dir` (a project's \[U1\]), if it has
+/// one; none otherwise.
+pub(crate) fn servers_in(dir: &Path) -> Result<Servers, ConfigProblem> {
     let path = dir.join(".mcp.json");
     if path.exists() {
-        servers_from(&path)
+        servers_from(&path, true)
     } else {
-        Ok(Vec::new())
+        Ok(Servers::default())
     }
 }
 
-fn servers_from(path: &Path) -> Result<Vec<ServerSpec>, ConfigProblem> {
+fn servers_from(path: &Path, project: bool) -> Result<Servers, ConfigProblem> {
     let path: PathBuf = path.to_path_buf();
     let text = match std::fs::read_to_string(&path) {
         Ok(text) => text,
         Err(source) => return Err(ConfigProblem::ReadMcpConfig { path, source }),
     };
-    hooks_mcp::parse_mcp_servers(&text).map_err(|source| ConfigProblem::McpConfig { path, source })
+    let specs = hooks_mcp::parse_mcp_servers(&text).map_err(|source| ConfigProblem::McpConfig {
+        path: path.clone(),
+        source,
+    })?;
+    Ok(Servers {
+        specs,
+        source: Some(Source {
+            path: trust::absolute(&path),
+            entries: trust::entries(&text),
+            project,
+        }),
+    })
 }
 
 /// Host settings.
@@ -680,8 +697,18 @@ pub(crate) fn sessions_dir(args: &SessionsDirArgs) -> Result<PathBuf, ConfigProb
 /// spec says, a relative or empty `XDG_STATE_HOME` is ignored (and so is a
 /// relative or empty `HOME`).
 fn state_dir(xdg: Option<OsString>, home: Option<OsString>) -> Option<PathBuf> {
+    base_dir(xdg, home, &[".local", "state"])
+}
+
+/// An XDG base directory: `xdg` (`$XDG_…_HOME`) if it is absolute, else
+/// `under_home` in an absolute `home`.
+pub(crate) fn base_dir(
+    xdg: Option<OsString>,
+    home: Option<OsString>,
+    under_home: &[&str],
+) -> Option<PathBuf> {
     let absolute = |v: Option<OsString>| v.map(PathBuf::from).filter(|p| p.is_absolute());
-    absolute(xdg).or_else(|| absolute(home).map(|h| h.join(".local").join("state")))
+    absolute(xdg).or_else(|| absolute(home).map(|h| under_home.iter().fold(h, |p, d| p.join(d))))
 }
 
 /// Where this session is saved, or `None` for `--no-save` or

@@ -20,6 +20,8 @@ mod acp;
 mod sessions;
 // `sprout chat` in a pseudo-terminal.
 mod chat;
+// Project trust [U1]-[U3].
+mod trust;
 // Streamed answers: text as it arrives, once, human and --json.
 mod streaming;
 // Floods, deaf servers, signals and terminal escapes against the binary [issue 10].

@@ -69,6 +69,9 @@ pub(crate) fn sprout_command(
     // Saved sessions go under the test's own directory, never the real
     // ~/.local/state.
     cmd.env("XDG_STATE_HOME", dir.join(".state"));
+    // Trusted servers and tools allowed for good [U2] too: never the real
+    // ~/.config.
+    cmd.env("XDG_CONFIG_HOME", dir.join(".config"));
     cmd.envs(env.iter().copied());
     cmd
 }

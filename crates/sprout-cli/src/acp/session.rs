@@ -291,6 +291,15 @@ impl Sessions {
         Ok((s::LoadSessionResponse::new(), updates))
     }
 
+    /// The servers of the `.mcp.json` in `cwd` that may start: the
+    /// trusted ones \[U2\].
+    async fn project_servers(&self, cwd: &Path) -> Result<Vec<ServerSpec>, SessionError> {
+        let mut servers = crate::settings::servers_in(cwd)?;
+        let pending = crate::trust::Pending::of(&servers).map_err(ConfigProblem::from)?;
+        pending.withhold(&mut servers);
+        Ok(servers.specs)
+    }
+
     /// Starts session `id` in `cwd` with the client's `servers` (after
     /// ours), picking up `saved` if given, and puts it in the table.
     async fn start(
@@ -309,7 +318,7 @@ impl Sessions {
         }
         let mut specs = match &self.config.servers {
             Some(specs) => specs.clone(),
-            None => crate::settings::servers_in(cwd)?,
+            None => self.project_servers(cwd).await?,
         };
         for spec in client_servers(servers, cwd)? {
             if specs.iter().any(|s| s.name == spec.name) {
@@ -488,6 +497,8 @@ fn client_servers(servers: &[s::McpServer], cwd: &Path) -> Result<Vec<ServerSpec
                         cwd: Some(cwd.to_path_buf()),
                     },
                     hook_timeout: None,
+                    auto_approve: Vec::new(),
+                    required: false,
                 }
             }
             s::McpServer::Http(http) => {
@@ -507,6 +518,8 @@ fn client_servers(servers: &[s::McpServer], cwd: &Path) -> Result<Vec<ServerSpec
                             .collect(),
                     },
                     hook_timeout: None,
+                    auto_approve: Vec::new(),
+                    required: false,
                 }
             }
             s::McpServer::Sse(sse) => return Err(SessionError::Sse(sse.name.clone())),
