@@ -415,6 +415,7 @@ impl Driver {
                 hook_timeout: world.servers[i]
                     .hook_timeout_ms
                     .and_then(HookTimeout::from_millis),
+                required: false,
             })
             .collect();
         let session = Session::new(config, names).unwrap();
