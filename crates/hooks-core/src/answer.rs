@@ -70,7 +70,8 @@ pub enum Outcome {
     },
     /// Empty or whitespace-only text: nothing \[R2\].
     Empty,
-    /// The call failed; nothing \[R3\].
+    /// The call failed; nothing \[R3\] (from a required gate, an answer
+    /// the agent writes \[F1\], as for a timeout, a kill and a crash).
     Error {
         /// Which kind of failure.
         kind: ErrorKind,

@@ -154,6 +154,12 @@ pub enum Warning {
         /// The entry.
         name: String,
     },
+    /// A server marked `required` that the allowlist does not let hook:
+    /// `required` has no effect \[F3\].
+    RequiredNotAllowlisted {
+        /// The server.
+        server: ServerName,
+    },
     /// A hook's schema requires a property the agent cannot fill at that
     /// hook point; the hook is still called, without it \[K4\].
     UnfillableInput {
@@ -221,6 +227,11 @@ impl core::fmt::Display for Warning {
                 f,
                 "MCP_HOOK_SERVERS names {name:?}, but no configured MCP server has that name, so it \
                  cannot hook"
+            ),
+            Warning::RequiredNotAllowlisted { server } => write!(
+                f,
+                "server {server} is marked \"required\", but MCP_HOOK_SERVERS does not let it \
+                 hook, so it is no required gate: \"required\" has no effect"
             ),
             Warning::UnfillableInput {
                 server,

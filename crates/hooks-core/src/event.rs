@@ -274,10 +274,13 @@ pub enum Event {
         round: RoundId,
         /// Its hook point.
         hook: HookPoint,
-        /// The servers called, in configuration order.
+        /// The servers called, in configuration order. Empty only when every
+        /// server asked is a required gate left out, whose answer the agent
+        /// writes \[F1\]: such a round is decided at once.
         servers: Vec<ServerName>,
         /// Allowlisted servers listing the hook that were left out because they
-        /// are down \[T4\].
+        /// are down \[T4\] (or never came up). A required gate among them
+        /// fails closed \[F1\].
         left_out: Vec<ServerName>,
         /// When every call's deadline falls \[T1\].
         #[serde(serialize_with = "ser_time_ms", deserialize_with = "de_time_ms")]
@@ -345,6 +348,28 @@ pub enum Event {
     },
     /// A configuration or listing warning.
     Warning(Warning),
+    /// A required gate went down \[F2\]: killed, crashed, failed to start
+    /// (or restart), or retired. Right after its [`Event::ServerDown`], for
+    /// every such failure, so the person hears at once that a gate they
+    /// require is not guarding (the shells show it, and send it to an ACP
+    /// client as a visible message). While it is down its hook calls fail
+    /// closed \[F1\].
+    GuardDown {
+        /// The server.
+        server: ServerName,
+        /// Why.
+        #[serde(flatten)]
+        cause: DownCause,
+        /// Whether it is off for the rest of the session \[T4\]; else it is
+        /// restarted on its next use.
+        retired: bool,
+    },
+    /// A required gate that was reported down ([`Event::GuardDown`]) is up
+    /// again, right after its [`Event::ServerUp`] \[F2\].
+    GuardUp {
+        /// The server.
+        server: ServerName,
+    },
 }
 
 /// How every duration in the event stream is written, the core's and the
@@ -500,6 +525,18 @@ mod tests {
                 tool: "_stop".into(),
                 did_you_mean: Some(HookPoint::Stop),
             }),
+            Event::Warning(Warning::RequiredNotAllowlisted { server: s.clone() }),
+            Event::GuardDown {
+                server: s.clone(),
+                cause: DownCause::StartFailed("spawn: no such file".into()),
+                retired: false,
+            },
+            Event::GuardDown {
+                server: s.clone(),
+                cause: DownCause::BeforeResume,
+                retired: true,
+            },
+            Event::GuardUp { server: s.clone() },
         ];
         let outcomes = [
             Outcome::Objection { text: "1".into() },
@@ -595,6 +632,35 @@ mod tests {
         ] {
             assert_eq!(EndReason::from_word(reason.as_str()), reason);
         }
+    }
+
+    // [F2]: guard events name the server and, going down, why and whether
+    // it is off for good, in the shape of `server_down`.
+    #[test]
+    fn guard_events_serialise_f2() {
+        let s = ServerName::new("gate").unwrap();
+        let down = Event::GuardDown {
+            server: s.clone(),
+            cause: DownCause::Crashed("exit status 1".into()),
+            retired: false,
+        };
+        assert_eq!(
+            json(&down),
+            r#"{"event":"guard_down","server":"gate","cause":"crashed","detail":"exit status 1","retired":false}"#
+        );
+        let killed = Event::GuardDown {
+            server: s.clone(),
+            cause: DownCause::Killed,
+            retired: true,
+        };
+        assert_eq!(
+            json(&killed),
+            r#"{"event":"guard_down","server":"gate","cause":"killed","retired":true}"#
+        );
+        assert_eq!(
+            json(&Event::GuardUp { server: s }),
+            r#"{"event":"guard_up","server":"gate"}"#
+        );
     }
 
     #[test]

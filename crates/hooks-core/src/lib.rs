@@ -25,10 +25,12 @@
 //! - [`input`]: hook input by schema \[K1\]-\[K3\].
 //! - [`answer`]: reading a reply into an [`Outcome`] \[R1\]-\[R4\].
 //! - [`inject`]: the synthetic call/result pairs and the envelope \[I1\]-\[I2\].
-//! - [`event`]: events and reasons \[O1\], \[S5\].
+//! - [`event`]: events and reasons \[O1\], \[S5\], guard events \[F2\].
 //! - [`session`]: the state machine: one round mechanism for every hook point,
 //!   the policy of each, deadlines, kills and restarts \[S1\]-\[S6\],
-//!   \[P1\]-\[P3\], \[E1\]-\[E7\], \[R5\], \[C4\], \[T1\]-\[T5\].
+//!   \[P1\]-\[P3\], \[E1\]-\[E7\], \[R5\], \[C4\], \[T1\]-\[T5\], and required
+//!   gates, whose failed calls fail closed with text the agent writes
+//!   \[F1\]-\[F3\].
 //! - `testing` (the `testing` feature): proptest strategies and the
 //!   reference driver in virtual time, for property tests of the policy, of
 //!   a driver of one's own, or of an invariant of one's own.
@@ -57,6 +59,7 @@ pub mod answer;
 pub mod catalog;
 pub mod config;
 pub mod event;
+mod gate;
 pub mod inject;
 pub mod input;
 pub mod name;

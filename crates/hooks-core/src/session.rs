@@ -30,7 +30,9 @@
 //! prompt goes on or ends, and why \[S1\]-\[S5\], \[G1\]-\[G2\]; what to inject
 //! \[I1\]-\[I3\], \[P1\]-\[P3\], \[E1\]-\[E5\]; which tool call is refused \[E3\];
 //! which call to cancel, which server to kill, and when a server may be
-//! restarted \[T2\]-\[T5\].
+//! restarted \[T2\]-\[T5\]; and, for a required gate, what the agent says in
+//! place of an answer it did not give \[F1\] and when to say the gate is
+//! down or back \[F2\].
 //!
 //! What it does not do: start processes, send requests, keep the history, or
 //! read a clock. Those belong to the driver (`hooks-mcp`) and the loop
@@ -50,6 +52,7 @@ use crate::config::{BudgetScope, DeclineRule, HookConfig, HookTimeout};
 use crate::event::{
     DownCause, EndReason, Event, PolicyDecision, RoundId, SessionEndReason, StopReason,
 };
+use crate::gate::GateFailure;
 use crate::inject::{HookText, Injection};
 use crate::input::{Facts, InputField, ListedTool};
 use crate::name::{self, HookPoint, ServerName};
@@ -107,22 +110,36 @@ impl From<AbortReason> for EndReason {
     }
 }
 
-/// One configured server: its name and, if its configuration entry has one,
-/// its own hook timeout \[C4\].
+/// One configured server: its name and what its configuration entry says
+/// beside: its own hook timeout \[C4\], and whether it is a required gate
+/// \[F1\].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ServerSetup {
     /// The server's name \[N1\].
     pub name: ServerName,
     /// Overrides [`HookConfig::timeout`] for this server's hook calls \[C4\].
     pub hook_timeout: Option<HookTimeout>,
+    /// `"required": true`: its hooks must answer \[F1\]. A hook call of it
+    /// that times out, errors, crashes, or cannot be made because it is not
+    /// up counts as an answer the agent writes, naming it and what went
+    /// wrong: an objection at `_Stop`, a refusal at `_PreToolUse`, text to
+    /// inject at every other hook point but `_SessionEnd`, where it is
+    /// nothing. A server that is not up fails so at each hook point it listed
+    /// when it was last up; one that never came up, at `_Stop` and
+    /// `_PreToolUse`. Its going down and coming back are reported
+    /// ([`Event::GuardDown`], [`Event::GuardUp`] \[F2\]). On a server the
+    /// allowlist does not let hook it has no effect but a warning at start-up
+    /// ([`Warning::RequiredNotAllowlisted`] \[F3\]).
+    pub required: bool,
 }
 
 impl From<ServerName> for ServerSetup {
-    /// A server with the session's hook timeout.
+    /// A server with the session's hook timeout, not required.
     fn from(name: ServerName) -> ServerSetup {
         ServerSetup {
             name,
             hook_timeout: None,
+            required: false,
         }
     }
 }
@@ -292,7 +309,8 @@ pub enum TurnVerdict {
 /// The answer to [`Session::tools_requested`] for one tool call \[E3\].
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum ToolGate {
-    /// Run it: nobody refused (empty, error and timeout all mean run).
+    /// Run it: nobody refused (empty, error and timeout all mean run, but
+    /// for a required gate, whose error or timeout refuses \[F1\]).
     Run,
     /// Do not run it: its result is an error result whose content is these
     /// envelopes, one text item each, so the model sees why.
@@ -418,6 +436,14 @@ pub enum ServerState {
 struct Server {
     name: ServerName,
     may_hook: bool,
+    /// A required gate: `required` in its entry, and `may_hook` \[F1\], \[F3\].
+    required: bool,
+    /// What took it down last. Invariant: `Some` whenever `state` is `Down`
+    /// or `Retired` (the text of a required gate says it \[F1\]).
+    last_down: Option<DownCause>,
+    /// A required gate whose [`Event::GuardDown`] was the last guard event
+    /// about it: its next start reports [`Event::GuardUp`] \[F2\].
+    guard_down: bool,
     /// This server's own hook timeout \[C4\], else the session's.
     hook_timeout: HookTimeout,
     /// The latest listing; kept while the server is down so that it can be
@@ -454,6 +480,10 @@ struct Round {
     /// Grouped by server in configuration order, which is the injection
     /// order \[I3\], then by subject.
     calls: Vec<PendingCall>,
+    /// Required gates that could not be called because they are not up, in
+    /// configuration order, each with why: every subject gets their
+    /// answer \[F1\].
+    unreachable: Vec<(ServerId, GateFailure)>,
 }
 
 /// A running prompt.
@@ -505,9 +535,11 @@ pub struct Session {
 
 impl Session {
     /// A session over `servers`, in configuration order: [`ServerName`]s, or
-    /// [`ServerSetup`]s for servers with their own hook timeout \[C4\]. Queues
-    /// a [`Output::StartServer`] for each, and a warning for every allowlist
-    /// entry that names no server \[A3\].
+    /// [`ServerSetup`]s for servers with their own hook timeout \[C4\] or
+    /// that are required gates \[F1\]. Queues a [`Output::StartServer`] for
+    /// each, a warning for every allowlist entry that names no server \[A3\],
+    /// and one for every required server the allowlist does not let hook
+    /// \[F3\].
     pub fn new<S: Into<ServerSetup>>(
         config: HookConfig,
         servers: Vec<S>,
@@ -527,7 +559,8 @@ impl Session {
     /// so. Servers are matched by name; a carried server that is not
     /// configured has no effect but is carried on by
     /// [`Session::carried`]; a configured one that is not carried starts
-    /// with none.
+    /// with none. A required gate retired so also gets its
+    /// [`Event::GuardDown`] \[F2\].
     pub fn resume<S: Into<ServerSetup>>(
         config: HookConfig,
         servers: Vec<S>,
@@ -551,10 +584,23 @@ impl Session {
                 }
             }
         }
+        for setup in servers.iter().filter(|s| s.required) {
+            if !config.allowlist.allows(setup.name.as_str()) {
+                // [F3]: required on a server that may not hook does nothing.
+                outputs.push_back(Output::Event(Event::Warning(
+                    Warning::RequiredNotAllowlisted {
+                        server: setup.name.clone(),
+                    },
+                )));
+            }
+        }
         let servers: Vec<Server> = servers
             .into_iter()
             .map(|setup| Server {
                 may_hook: config.allowlist.allows(setup.name.as_str()),
+                required: setup.required && config.allowlist.allows(setup.name.as_str()),
+                last_down: None,
+                guard_down: false,
                 hook_timeout: setup.hook_timeout.unwrap_or(config.timeout),
                 name: setup.name,
                 tools: ServerTools::default(),
@@ -586,13 +632,15 @@ impl Session {
             if session.servers[id].state == ServerState::Retired {
                 // [T4]: it used its failures before; it stays down, and
                 // the person is told so once, here.
-                let server = &session.servers[id];
+                let server = &mut session.servers[id];
+                server.last_down = Some(DownCause::BeforeResume);
                 session.outputs.push_back(Output::Event(Event::ServerDown {
                     server: server.name.clone(),
                     cause: DownCause::BeforeResume,
                     failures: server.failures,
                     retry_at: None,
                 }));
+                session.guard_down(ServerId(id), DownCause::BeforeResume);
             } else {
                 session.start(ServerId(id));
             }
@@ -627,6 +675,14 @@ impl Session {
     /// Whether the allowlist lets this server hook \[A2\].
     pub fn may_hook(&self, id: ServerId) -> bool {
         self.servers[id.0].may_hook
+    }
+
+    /// Whether this server is a required gate \[F1\]: its entry says
+    /// `required` and the allowlist lets it hook (else `required` has no
+    /// effect \[F3\]). For `sprout hooks list` \[F2\], beside
+    /// [`Session::server_state`]. Panics on an id not from this session.
+    pub fn is_required(&self, id: ServerId) -> bool {
+        self.servers[id.0].required
     }
 
     /// The server's latest listing, sorted.
@@ -1177,7 +1233,10 @@ impl Session {
     /// Asks `hook` about each of `subjects` (the facts for its input): one
     /// round over every allowlisted server that is up and lists the hook,
     /// all calls at once. With nobody to call, or nothing to ask about, there
-    /// is no round and no event, and the question is answered now \[E7\].
+    /// is no round and no event, and the question is answered now \[E7\];
+    /// but a required gate that is not up and fails closed here \[F1\] is
+    /// someone to ask: it gets a round of its own, with no call, decided at
+    /// once.
     fn ask(&mut self, hook: HookPoint, subjects: Vec<Facts>) {
         let mut common = Facts::default();
         if let Some(context) = &self.context {
@@ -1187,6 +1246,7 @@ impl Session {
         let mut calls = Vec::new();
         let mut called = Vec::new();
         let mut left_out = Vec::new();
+        let mut unreachable = Vec::new();
         // Each subject's facts with the common ones, made once for all
         // servers, when the first is called.
         let mut merged: Option<Vec<Facts>> = None;
@@ -1197,17 +1257,27 @@ impl Session {
             if !server.may_hook || (server.listed && !server.tools.has_hook(hook)) {
                 continue;
             }
-            if !server.listed && server.state == ServerState::Retired {
-                continue;
-            }
             let input = match (server.state, server.tools.hook(hook)) {
                 (ServerState::Up, Some(listed)) => &listed.input,
                 (ServerState::Up, None) => continue,
                 _ => {
+                    // [F1]: a required gate that is not up fails closed at
+                    // each hook point it listed when last up; one that never
+                    // came up listed nothing, and fails at the two points
+                    // that gate.
+                    let fails_closed = server.gates(hook)
+                        && (server.listed
+                            || matches!(hook, HookPoint::Stop | HookPoint::PreToolUse));
+                    if !server.listed && server.state == ServerState::Retired && !fails_closed {
+                        continue;
+                    }
                     // [T4]: a down server sits this round out; its restart,
                     // if due, happens beside the round, not in it.
                     left_out.push(server.name.clone());
                     self.restart_if_due(ServerId(index));
+                    if fails_closed && !subjects.is_empty() {
+                        unreachable.push((ServerId(index), self.servers[index].not_up()));
+                    }
                     continue;
                 }
             };
@@ -1245,7 +1315,7 @@ impl Session {
                 });
             }
         }
-        if calls.is_empty() {
+        if calls.is_empty() && unreachable.is_empty() {
             // [E7]: nobody to ask costs nothing; [S5]: `_Stop` says so.
             self.decide(hook, None, subjects.len(), Vec::new());
             return;
@@ -1260,13 +1330,19 @@ impl Session {
             left_out,
             deadline,
         }));
+        let decided = calls.is_empty();
         self.round = Some(Round {
             id,
             hook,
             subjects: subjects.len(),
             started: self.now,
             calls,
+            unreachable,
         });
+        if decided {
+            // [F1]: only required gates that are not up: nothing to wait for.
+            self.decide_if_done();
+        }
     }
 
     fn on_reply(&mut self, call: CallId, reply: HookReply) {
@@ -1288,7 +1364,7 @@ impl Session {
         }
         if outcome == Outcome::Crashed {
             if self.servers[server.0].state == ServerState::Up {
-                self.on_crash(server, "it exited during a hook call".into());
+                self.on_crash(server, "during a hook call".into());
             } else {
                 self.resolve_server(server, &Outcome::Crashed, false);
                 self.decide_if_done();
@@ -1359,15 +1435,42 @@ impl Session {
         // [I3]: per subject, in configuration order.
         let mut texts = Vec::new();
         for subject in 0..round.subjects {
+            let mut answers = Vec::new();
             for call in round.calls.iter().filter(|c| c.subject == subject) {
-                if let Some(text) = call.outcome.as_ref().and_then(Outcome::text) {
-                    texts.push(Answered {
-                        subject,
-                        server: call.server,
-                        text: text.to_owned(),
-                    });
-                }
+                let Some(outcome) = &call.outcome else {
+                    continue;
+                };
+                let server = &self.servers[call.server.0];
+                let text = match outcome.text() {
+                    Some(text) => text.to_owned(),
+                    // [F1]: a required gate's failed call is an answer the
+                    // agent writes; any other server's means nothing [R3].
+                    None if server.gates(round.hook) => {
+                        let timeout = call.deadline.saturating_since(round.started);
+                        match GateFailure::of_outcome(outcome, timeout) {
+                            Some(failure) => failure.text(&server.name, round.hook),
+                            None => continue,
+                        }
+                    }
+                    None => continue,
+                };
+                answers.push(Answered {
+                    subject,
+                    server: call.server,
+                    text,
+                });
             }
+            for (server, failure) in &round.unreachable {
+                answers.push(Answered {
+                    subject,
+                    server: *server,
+                    text: failure.text(&self.servers[server.0].name, round.hook),
+                });
+            }
+            // Calls and unreachable gates are each in configuration order;
+            // merged (stably) they are too [I3].
+            answers.sort_by_key(|a| a.server);
+            texts.extend(answers);
         }
         let texts = self.cap_round(round.id, round.hook, texts);
         self.decide(round.hook, Some(round.id), round.subjects, texts);
@@ -1558,11 +1661,19 @@ impl Session {
         server.listed = true;
         server.state = ServerState::Up;
         server.consecutive_timeouts = 0;
+        server.last_down = None;
         self.outputs.push_back(Output::Event(Event::ServerUp {
             server: server.name.clone(),
             model_tools: server.tools.model_tools.len(),
             hooks: server.tools.hook_points().collect(),
         }));
+        if server.guard_down {
+            // [F2]: the gate that was reported down is back.
+            server.guard_down = false;
+            self.outputs.push_back(Output::Event(Event::GuardUp {
+                server: server.name.clone(),
+            }));
+        }
         for warning in warnings {
             self.outputs
                 .push_back(Output::Event(Event::Warning(warning)));
@@ -1581,11 +1692,29 @@ impl Session {
             Some(retry_at) => ServerState::Down { retry_at },
             None => ServerState::Retired,
         };
+        server.last_down = Some(cause.clone());
         self.outputs.push_back(Output::Event(Event::ServerDown {
             server: server.name.clone(),
-            cause,
+            cause: cause.clone(),
             failures: server.failures,
             retry_at,
+        }));
+        self.guard_down(id, cause);
+    }
+
+    /// \[F2\]: a required gate that went down is reported at once, right
+    /// after its [`Event::ServerDown`], each time: a failed restart and the
+    /// failure that retires it are news too.
+    fn guard_down(&mut self, id: ServerId, cause: DownCause) {
+        let server = &mut self.servers[id.0];
+        if !server.required {
+            return;
+        }
+        server.guard_down = true;
+        self.outputs.push_back(Output::Event(Event::GuardDown {
+            server: server.name.clone(),
+            cause,
+            retired: server.state == ServerState::Retired,
         }));
     }
 
@@ -1616,6 +1745,35 @@ impl Session {
             server: server.name.clone(),
             attempt: server.starts,
         }));
+    }
+}
+
+impl Server {
+    /// Whether a failure of this server at `hook` is an answer the agent
+    /// writes \[F1\]: it is a required gate, and `hook` is not
+    /// `_SessionEnd`, whose answers are ignored \[E6\].
+    fn gates(&self, hook: HookPoint) -> bool {
+        self.required && hook != HookPoint::SessionEnd
+    }
+
+    /// Why a call to this server cannot be made now, as its state and its
+    /// last failure say \[F1\], \[T4\]. Asked only when it is not up.
+    fn not_up(&self) -> GateFailure {
+        match (self.state, &self.last_down) {
+            (ServerState::Starting, Some(cause)) => GateFailure::Down {
+                cause: cause.clone(),
+                restarting: true,
+            },
+            (ServerState::Down { .. }, Some(cause)) => GateFailure::Down {
+                cause: cause.clone(),
+                restarting: false,
+            },
+            (ServerState::Retired, cause) => GateFailure::Retired {
+                cause: cause.clone().unwrap_or(DownCause::BeforeResume),
+            },
+            // Starting for the first time (`Down` always has a cause).
+            _ => GateFailure::Starting,
+        }
     }
 }
 

@@ -6,8 +6,10 @@
 //! - **Inputs and server behaviours**: [`world()`] draws a [`World`]: one to
 //!   four servers ([`server_spec()`]), each with a random listing of every hook
 //!   point (and of names that are not hooks, [`TOOL_NAMES`]), its own hook
-//!   timeout \[C4\] or none, and start attempts that succeed or fail after a
-//!   delay; a random allowlist, budget, stop governance \[G1\]-\[G2\]
+//!   timeout \[C4\] or none, `required` or not \[F1\], one behaviour for
+//!   every call or none, and start attempts that succeed or fail after a
+//!   delay ([`gate_world()`]: with a required gate that never answers
+//!   \[F4\]); a random allowlist, budget, stop governance \[G1\]-\[G2\]
 //!   ([`governance()`]) and deadline; and a stream of hook behaviours
 //!   ([`behaviour()`]): objecting or empty after a delay, blank, an error
 //!   result, a JSON-RPC error, a transport failure, a crash, a hang.
@@ -23,12 +25,17 @@
 //!   resolvable \[H2\], \[H3\]; a call goes only to a server that is up, with
 //!   the configured deadline \[T1\], \[C4\], \[E6\], and only with the input
 //!   fields its schema named \[K1\]; every round has someone to call \[E7\]
-//!   and is decided within the hook timeout \[S6\]; a server is killed only
+//!   (or a required gate to answer for \[F1\]) and is decided within the
+//!   hook timeout \[S6\]; a server is killed only
 //!   on its second consecutive timeout \[T3\]; every question gets exactly
 //!   one answer and a cancellation answers at once \[T5\]; objections are
 //!   injected in configuration order \[I3\] and, with the decline rule on,
 //!   never twice without a tool call between \[S2\]; one gate per asked call
-//!   \[E3\] and one list of notes per call that ran \[E4\].
+//!   \[E3\] and one list of notes per call that ran \[E4\]; a required gate
+//!   that failed in a round, or could not be called, answered it (objected,
+//!   refused, added text) \[F1\]; a required gate's `guard_down` follows
+//!   each of its `server_down` at once, and `guard_up` its next `server_up`,
+//!   and no other server has either \[F2\].
 //!
 //! Every output the session gave is kept with its time ([`Driver::outputs`]),
 //! and every answer ([`Driver::answers`]), so an invariant of one's own is a
@@ -87,7 +94,8 @@ pub enum Behaviour {
     Hang,
 }
 
-/// One simulated server: what it lists and how it starts.
+/// One simulated server: what it lists, how it starts and, if it has one
+/// behaviour for every call, how it answers.
 #[derive(Clone, Debug)]
 pub struct ServerSpec {
     /// Its tools, in order: `name`, or `name(p1,p2)` for a tool whose input
@@ -95,6 +103,13 @@ pub struct ServerSpec {
     pub listing: Vec<String>,
     /// Its own hook timeout \[C4\], if any.
     pub hook_timeout_ms: Option<u64>,
+    /// Whether its entry says `required` \[F1\] (a required gate if the
+    /// allowlist lets it hook, else a warning \[F3\]).
+    pub required: bool,
+    /// How every hook call to it behaves, overriding [`World::behaviours`]:
+    /// a server that never answers ([`Behaviour::Hang`]), always crashes,
+    /// always errs.
+    pub always: Option<Behaviour>,
     /// Whether start attempt N succeeds, cycled.
     pub starts: Vec<bool>,
     /// How long each start attempt takes, in ms.
@@ -200,22 +215,64 @@ pub const TOOL_NAMES: [&str; 13] = [
 
 /// A server listing any subsequence of [`TOOL_NAMES`], starting within 50 ms,
 /// most start attempts succeeding, three in ten with a hook timeout of their
-/// own (1 to 1500 ms).
+/// own (1 to 1500 ms), one in four `required` \[F1\], one in seven with one
+/// behaviour for every call.
 pub fn server_spec() -> impl Strategy<Value = ServerSpec> {
     (
         proptest::sample::subsequence(TOOL_NAMES.to_vec(), 0..=TOOL_NAMES.len()),
         proptest::collection::vec(prop_oneof![5 => Just(true), 1 => Just(false)], 1..4),
         0u16..50,
         proptest::option::weighted(0.3, 1u64..=1500),
+        proptest::bool::weighted(0.25),
+        proptest::option::weighted(0.15, behaviour()),
     )
         .prop_map(
-            |(listing, starts, start_delay, hook_timeout_ms)| ServerSpec {
+            |(listing, starts, start_delay, hook_timeout_ms, required, always)| ServerSpec {
                 listing: listing.into_iter().map(str::to_owned).collect(),
                 hook_timeout_ms,
+                required,
+                always,
                 starts,
                 start_delay,
             },
         )
+}
+
+/// How a required gate of [`gate_world()`] fails on every call, or never
+/// comes up.
+pub fn gate_failure() -> impl Strategy<Value = (Option<Behaviour>, Vec<bool>)> {
+    let always = |b: Behaviour| (Some(b), vec![true]);
+    prop_oneof![
+        3 => Just(always(Behaviour::Hang)),
+        1 => Just(always(Behaviour::Crash)),
+        1 => Just(always(Behaviour::ErrorResult)),
+        1 => Just(always(Behaviour::Rpc)),
+        1 => Just(always(Behaviour::Transport)),
+        // Never up: every start fails, so it is retired after three.
+        1 => Just((None, vec![false])),
+        // Up once, then it never answers.
+        1 => Just((Some(Behaviour::Hang), vec![true, false])),
+    ]
+}
+
+/// A [`world()`] whose first server, `s0`, is a required gate that never
+/// answers \[F1\], \[F4\]: it hangs, crashes, errs on every call, or
+/// never starts ([`gate_failure()`]); it lists `_Stop` and `_PreToolUse`
+/// (beside what it drew), and the allowlist is `*`.
+pub fn gate_world() -> impl Strategy<Value = World> {
+    (world(), gate_failure()).prop_map(|(mut world, (always, starts))| {
+        let gate = &mut world.servers[0];
+        gate.required = true;
+        gate.always = always;
+        gate.starts = starts;
+        for hook in ["_PreToolUse", "_Stop"] {
+            if !gate.listing.iter().any(|t| t == hook) {
+                gate.listing.insert(0, hook.to_owned());
+            }
+        }
+        world.allow = Some("*".to_owned());
+        world
+    })
 }
 
 /// A world of one to four servers; an allowlist that is unset, `*`, empty or
@@ -298,6 +355,17 @@ enum Wedge {
     Clear,
     TimedOut(RoundId),
     Killed(RoundId),
+}
+
+/// What a round in flight has seen of required gates \[F1\].
+#[derive(Clone, Debug)]
+struct GateRound {
+    round: RoundId,
+    hook: HookPoint,
+    /// Left out, failing closed: they answer every subject.
+    unreachable: Vec<usize>,
+    /// With at least one failed call: they answer at least its subject.
+    failed: Vec<usize>,
 }
 
 /// Something the simulated world will deliver at a time.
@@ -391,6 +459,16 @@ pub struct Driver {
     end_turns_in_prompt: u32,
     /// How many calls the open tool question asked about.
     asked_calls: usize,
+    /// Per server, whether it ever came up and listed its tools.
+    listed: Vec<bool>,
+    /// The round in flight, its hook point, and the required gates whose
+    /// answer in it is one the agent writes, so far \[F1\]: those that could
+    /// not be called, and those with a failed call.
+    gate_round: Option<GateRound>,
+    /// Per server, whether its last guard event was a `guard_down` \[F2\].
+    guard_down: Vec<bool>,
+    /// The guard event that must come next \[F2\].
+    expect_guard: Option<Event>,
 }
 
 impl Driver {
@@ -415,6 +493,7 @@ impl Driver {
                 hook_timeout: world.servers[i]
                     .hook_timeout_ms
                     .and_then(HookTimeout::from_millis),
+                required: world.servers[i].required,
             })
             .collect();
         let session = Session::new(config, names).unwrap();
@@ -436,7 +515,20 @@ impl Driver {
             tools_since_continue: false,
             end_turns_in_prompt: 0,
             asked_calls: 0,
+            listed: vec![false; n],
+            gate_round: None,
+            guard_down: vec![false; n],
+            expect_guard: None,
         };
+        // A server is a required gate exactly when its entry says so and the
+        // allowlist lets it hook [F1], [F3].
+        for i in 0..n {
+            let id = ServerId(i);
+            assert_eq!(
+                driver.session.is_required(id),
+                driver.world.servers[i].required && driver.session.may_hook(id)
+            );
+        }
         driver.drain();
         driver
     }
@@ -528,7 +620,12 @@ impl Driver {
                         assert!(listed.input.fields().contains(&field));
                         assert!(field.applies_at(hook));
                     }
-                    let b = &self.world.behaviours[call.0 as usize % self.world.behaviours.len()];
+                    let b = match &self.world.servers[server.0].always {
+                        Some(always) => always,
+                        None => {
+                            &self.world.behaviours[call.0 as usize % self.world.behaviours.len()]
+                        }
+                    };
                     let (delay, reply) = match b {
                         Behaviour::Object(d) => (
                             *d,
@@ -615,6 +712,8 @@ impl Driver {
         if self.session.take_session_end().is_some() {
             self.check_answer(Answer::SessionEnded);
         }
+        // A required gate's guard event comes with its server's [F2].
+        assert_eq!(self.expect_guard, None, "a guard event is missing");
         // The budget is never exceeded [S3].
         assert!(self.session.budget_used() <= self.world.budget);
         // No hook is ever offered to the model [H2], and no hook name resolves
@@ -639,30 +738,137 @@ impl Driver {
         }
     }
 
+    /// Whether server `i`, not up, fails closed at `hook` \[F1\]: it is a
+    /// required gate, `hook` is not `_SessionEnd`, and it listed the hook
+    /// when last up (else it is not left out at all), or never came up and
+    /// `hook` gates.
+    fn fails_closed_when_down(&self, i: usize, hook: HookPoint) -> bool {
+        self.session.is_required(ServerId(i))
+            && hook != HookPoint::SessionEnd
+            && (self.listed[i] || matches!(hook, HookPoint::Stop | HookPoint::PreToolUse))
+    }
+
+    /// \[F1\]: every required gate that failed in a round, or could not be
+    /// called, is among those that answered it: it objected at `_Stop`,
+    /// added text elsewhere, and at `_PreToolUse` refused every call if it
+    /// could not be called, at least one if a call of it failed (a call
+    /// about another subject may have answered).
+    fn check_gates(&self, gates: &GateRound, decision: &PolicyDecision) {
+        let hook = gates.hook;
+        let failing: Vec<usize> = gates
+            .unreachable
+            .iter()
+            .chain(&gates.failed)
+            .copied()
+            .collect();
+        if failing.is_empty() {
+            return;
+        }
+        let names: Vec<ServerName> = failing
+            .iter()
+            .map(|&i| self.session.server_name(ServerId(i)).clone())
+            .collect();
+        match decision {
+            PolicyDecision::ObjectionHonoured { servers, .. }
+            | PolicyDecision::Reinject { servers }
+            | PolicyDecision::Inject { servers, .. } => {
+                for name in &names {
+                    assert!(
+                        servers.contains(name),
+                        "required gate {name} failed at {hook}, and nothing was said for it"
+                    );
+                }
+            }
+            PolicyDecision::ToolsGated { asked, refused } => {
+                if gates.unreachable.is_empty() {
+                    assert!(
+                        !refused.is_empty(),
+                        "a required gate's call failed at _PreToolUse, and every call ran"
+                    );
+                } else {
+                    let all: Vec<usize> = (0..*asked).collect();
+                    assert_eq!(
+                        *refused, all,
+                        "a required gate could not be called at _PreToolUse, and a call ran"
+                    );
+                }
+            }
+            // Only a cancellation ends a round a required gate failed in;
+            // it never lets a `_Stop` pass.
+            PolicyDecision::PromptEnded { reason } => {
+                assert_eq!(
+                    *reason,
+                    EndReason::Cancelled,
+                    "required gates {names:?} failed"
+                );
+            }
+            PolicyDecision::SessionEnded { .. } => {
+                panic!("_SessionEnd has no required gates")
+            }
+        }
+    }
+
     fn check_event(&mut self, event: &Event) {
+        // [F2]: a required gate's down and up are told right after its
+        // server's own event, and only then.
+        let expected_guard = self.expect_guard.take();
+        if let Some(expected) = &expected_guard {
+            assert_eq!(event, expected, "the guard event must follow at once");
+        }
         match event {
             Event::RoundStarted {
                 round,
+                hook,
                 deadline,
                 servers,
-                ..
+                left_out,
             } => {
-                // A round is only started with someone to call [E7], and
-                // lasts until its latest call's deadline.
-                assert!(!servers.is_empty(), "a round with nobody to call");
+                // A round is only started with someone to call [E7], or a
+                // required gate that cannot be called and fails closed [F1],
+                // and lasts until its latest call's deadline.
+                let unreachable: Vec<usize> = left_out
+                    .iter()
+                    .map(|s| s.as_str()[1..].parse().unwrap())
+                    .filter(|&i| self.fails_closed_when_down(i, *hook))
+                    .collect();
+                assert!(
+                    !servers.is_empty() || !unreachable.is_empty(),
+                    "a round with nobody to call"
+                );
                 assert!(*deadline <= self.now + self.max_timeout());
                 assert!(
                     self.open_rounds.insert(round.0, self.now).is_none(),
                     "round id reused"
                 );
+                self.gate_round = Some(GateRound {
+                    round: *round,
+                    hook: *hook,
+                    unreachable,
+                    failed: Vec::new(),
+                });
             }
             Event::HookCalled {
                 server,
                 outcome,
                 round,
+                hook,
                 ..
             } => {
                 let i: usize = server.as_str()[1..].parse().unwrap();
+                // [F1]: a required gate's failed call is one it answers.
+                let failed = matches!(
+                    outcome,
+                    Outcome::Timeout | Outcome::Killed | Outcome::Error { .. } | Outcome::Crashed
+                );
+                if failed
+                    && self.session.is_required(ServerId(i))
+                    && *hook != HookPoint::SessionEnd
+                    && let Some(gates) = &mut self.gate_round
+                    && gates.round == *round
+                    && !gates.failed.contains(&i)
+                {
+                    gates.failed.push(i);
+                }
                 // A server is killed only on its second consecutive timeout,
                 // and a first timeout only counts [T3]; the parallel calls
                 // of one round that time out together count once.
@@ -688,7 +894,8 @@ impl Driver {
                 }
             }
             Event::Decided {
-                round: Some(round), ..
+                round: Some(round),
+                decision,
             } => {
                 // Each round lasts at most the hook timeout [S6], [T1]; in
                 // virtual time there is no scheduling slack.
@@ -697,18 +904,50 @@ impl Driver {
                     .remove(&round.0)
                     .expect("decision for an open round");
                 assert!(self.now.saturating_since(started) <= self.max_timeout());
+                if let Some(gates) = self.gate_round.take() {
+                    assert_eq!(gates.round, *round, "a decision for another round");
+                    self.check_gates(&gates, decision);
+                }
             }
             Event::ServerUp { server, .. } => {
                 let i: usize = server.as_str()[1..].parse().unwrap();
                 self.timeouts[i] = Wedge::Clear;
+                self.listed[i] = true;
+                if self.guard_down[i] {
+                    self.expect_guard = Some(Event::GuardUp {
+                        server: server.clone(),
+                    });
+                }
             }
             // A kill's own down event keeps the kill's round: its other
             // calls of that round end as killed too.
-            Event::ServerDown { server, cause, .. } => {
+            Event::ServerDown {
+                server,
+                cause,
+                retry_at,
+                ..
+            } => {
                 let i: usize = server.as_str()[1..].parse().unwrap();
                 if !matches!(cause, DownCause::Killed) {
                     self.timeouts[i] = Wedge::Clear;
                 }
+                if self.session.is_required(ServerId(i)) {
+                    self.expect_guard = Some(Event::GuardDown {
+                        server: server.clone(),
+                        cause: cause.clone(),
+                        retired: retry_at.is_none(),
+                    });
+                }
+            }
+            Event::GuardDown { server, .. } => {
+                assert!(expected_guard.is_some(), "guard_down without server_down");
+                let i: usize = server.as_str()[1..].parse().unwrap();
+                self.guard_down[i] = true;
+            }
+            Event::GuardUp { server } => {
+                assert!(expected_guard.is_some(), "guard_up without server_up");
+                let i: usize = server.as_str()[1..].parse().unwrap();
+                self.guard_down[i] = false;
             }
             _ => {}
         }

@@ -10,7 +10,7 @@
 //! step (each stated in words above the code that checks it, in
 //! `crates/hooks-core/src/testing.rs`); the properties here add their own.
 
-use hooks_core::testing::{Answer, Driver, Question, schedule, world};
+use hooks_core::testing::{Answer, Driver, Question, World, gate_world, schedule, world};
 use hooks_core::*;
 use proptest::prelude::*;
 
@@ -64,57 +64,8 @@ proptest! {
     /// continuations (and a session too, with the budget per session); and
     /// every question is answered (the driver fails on livelock).
     #[test]
-    fn hooks_cannot_trap_the_agent(world in world(), prompts in proptest::collection::vec(proptest::collection::vec(any::<bool>(), 1..30), 1..5)) {
-        let budget = world.budget;
-        let scope = world.scope;
-        let decline = world.decline;
-        let mut driver = Driver::new(world);
-        let mut continues_total = 0;
-        for (p, works) in prompts.into_iter().enumerate() {
-            driver.ensure_prompt();
-            if p == 0 {
-                driver.ask(Question::SessionStart, None);
-            }
-            driver.ask(Question::Submit, None);
-            let mut continues_in_prompt = 0;
-            // `works[i]`: after the i-th continuation, does the model run a
-            // tool round (and compact) before ending again?
-            let mut ends = 0;
-            let mut i = 0;
-            loop {
-                let answer = driver.ask(Question::EndTurn { stop: StopReason::EndTurn, tool_calls: 0 }, None);
-                ends += 1;
-                match answer {
-                    Answer::Turn(TurnVerdict::Continue { .. }) => {
-                        continues_total += 1;
-                        continues_in_prompt += 1;
-                        if works.get(i).copied().unwrap_or(false) {
-                            driver.tool_round(1 + i % 3, None);
-                            if i % 2 == 1 {
-                                driver.ask(Question::PreCompact, None);
-                                driver.ask(Question::Compacted(3), None);
-                            }
-                            ends = 0;
-                        }
-                        i += 1;
-                    }
-                    Answer::Turn(TurnVerdict::End { .. }) => break,
-                    other => panic!("unexpected answer {other:?}"),
-                }
-                let max_ends = match decline {
-                    DeclineRule::On => 2,
-                    DeclineRule::Off => budget + 1,
-                };
-                prop_assert!(ends <= max_ends, "the model ended {} times in a row without stopping", ends);
-                prop_assert!(continues_in_prompt <= budget, "more continuations in a prompt than the budget");
-                if scope == BudgetScope::Session {
-                    prop_assert!(continues_total <= budget, "more continuations in a session than the budget");
-                }
-            }
-            prop_assert!(!driver.session().in_prompt());
-        }
-        driver.end_session();
-        prop_assert_eq!(driver.answers().len(), driver.questions());
+    fn hooks_cannot_trap_the_agent(world in world(), prompts in prompts()) {
+        no_trap(world, prompts, |_| Ok(()))?;
     }
 }
 
@@ -196,5 +147,135 @@ proptest! {
             prop_assert_eq!(reported.contains(&i), retired);
         }
         prop_assert_eq!(started.len() + reported.len(), first.len());
+    }
+}
+
+/// `works` per prompt: after the i-th continuation, does the model run a
+/// tool round (and compact) before ending again?
+fn prompts() -> impl Strategy<Value = Vec<Vec<bool>>> {
+    proptest::collection::vec(proptest::collection::vec(any::<bool>(), 1..30), 1..5)
+}
+
+/// The body of the sovereignty property \[S6\]: prompts of a model that keeps
+/// ending its turn, each checked against the budget and the decline rule;
+/// `ended` sees how each prompt ended.
+fn no_trap(
+    world: World,
+    prompts: Vec<Vec<bool>>,
+    ended: impl Fn(&EndReason) -> Result<(), TestCaseError>,
+) -> Result<(), TestCaseError> {
+    let budget = world.budget;
+    let scope = world.scope;
+    let decline = world.decline;
+    let mut driver = Driver::new(world);
+    let mut continues_total = 0;
+    for (p, works) in prompts.into_iter().enumerate() {
+        driver.ensure_prompt();
+        if p == 0 {
+            driver.ask(Question::SessionStart, None);
+        }
+        driver.ask(Question::Submit, None);
+        let mut continues_in_prompt = 0;
+        // `works[i]`: after the i-th continuation, does the model run a
+        // tool round (and compact) before ending again?
+        let mut ends = 0;
+        let mut i = 0;
+        loop {
+            let answer = driver.ask(
+                Question::EndTurn {
+                    stop: StopReason::EndTurn,
+                    tool_calls: 0,
+                },
+                None,
+            );
+            ends += 1;
+            match answer {
+                Answer::Turn(TurnVerdict::Continue { .. }) => {
+                    continues_total += 1;
+                    continues_in_prompt += 1;
+                    if works.get(i).copied().unwrap_or(false) {
+                        driver.tool_round(1 + i % 3, None);
+                        if i % 2 == 1 {
+                            driver.ask(Question::PreCompact, None);
+                            driver.ask(Question::Compacted(3), None);
+                        }
+                        ends = 0;
+                    }
+                    i += 1;
+                }
+                Answer::Turn(TurnVerdict::End { reason }) => {
+                    ended(&reason)?;
+                    break;
+                }
+                other => panic!("unexpected answer {other:?}"),
+            }
+            let max_ends = match decline {
+                DeclineRule::On => 2,
+                DeclineRule::Off => budget + 1,
+            };
+            prop_assert!(
+                ends <= max_ends,
+                "the model ended {} times in a row without stopping",
+                ends
+            );
+            prop_assert!(
+                continues_in_prompt <= budget,
+                "more continuations in a prompt than the budget"
+            );
+            if scope == BudgetScope::Session {
+                prop_assert!(
+                    continues_total <= budget,
+                    "more continuations in a session than the budget"
+                );
+            }
+        }
+        prop_assert!(!driver.session().in_prompt());
+    }
+    driver.end_session();
+    prop_assert_eq!(driver.answers().len(), driver.questions());
+    Ok(())
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// \[F4\]: sovereignty \[S6\] holds with a required gate that never
+    /// answers (it hangs, crashes, errs on every call, or never starts
+    /// \[F1\]): the budget, the decline rule and the round limit still end
+    /// every prompt, and since every `_Stop` round it is in objects, no
+    /// prompt ends because nobody objected or nobody lists `_Stop`.
+    #[test]
+    fn f4_a_gate_that_never_answers_cannot_trap_the_agent(world in gate_world(), prompts in prompts()) {
+        no_trap(world, prompts, |reason| {
+            prop_assert!(
+                matches!(reason, EndReason::BudgetSpent | EndReason::Declined),
+                "a prompt ended with {:?} past a required gate that never answers",
+                reason
+            );
+            Ok(())
+        })?;
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 1500, ..ProptestConfig::default() })]
+
+    /// \[F4\]: every invariant of the driver, \[F1\] and \[F2\] included, holds
+    /// after every step of random schedules with a required gate that never
+    /// answers, and the round limit (an abort) still ends a prompt whose tool
+    /// calls it refuses.
+    #[test]
+    fn f4_invariants_hold_with_a_gate_that_never_answers(world in gate_world(), ops in schedule(1..60)) {
+        let mut driver = Driver::new(world);
+        for op in &ops {
+            driver.apply(op);
+        }
+        driver.ensure_prompt();
+        driver.tool_round(2, None);
+        let end = driver.ask(Question::Abort(AbortReason::MaxRounds), None);
+        prop_assert_eq!(end, Answer::Ended(EndReason::MaxRounds));
+        prop_assert!(!driver.session().in_prompt());
+        driver.end_session();
+        prop_assert_eq!(driver.answers().len(), driver.questions());
     }
 }

@@ -741,7 +741,7 @@ fn r1_r3_answers_in_a_round() {
               hook c._Stop round 1: error (transport failure) "broken pipe" after 0ms
             [0ms] reply 4 crash
               hook d._Stop round 1: crashed after 0ms
-              server d down: crashed (it exited during a hook call), failures 1, retry from 250ms
+              server d down: crashed (during a hook call), failures 1, retry from 250ms
             [0ms] reply 5 image
               hook e._Stop round 1: empty after 0ms
               decided (round 1): prompt ended, no_objection
@@ -2298,6 +2298,768 @@ fn t3_t5_parallel_calls_of_one_server() {
               hook a._PreToolUse round 3: cancelled after 0ms
               decided (round 3): prompt ended, cancelled
               => end: cancelled
+        "#]],
+    );
+}
+
+// [F1]: a required gate's `_Stop` call that times out is an objection the
+// agent writes, naming the server and the cause; it spends budget like any
+// other [S3]. The consecutive rule still lets the model go [S2].
+#[test]
+fn f1_required_stop_timeout_objects() {
+    check(
+        r"
+        servers gate! todo
+        wide
+        allow *
+        timeout 5000
+        up gate _Stop
+        up todo _Stop
+        prompt
+        model end_turn 0 Done.
+        reply 2 empty
+        at 5000
+        model end_turn 0 Done again.
+        ",
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+              start todo
+              starting todo, attempt 1
+            [0ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+            [0ms] up todo _Stop
+              server todo up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn 0 Done.
+              call #1 gate._Stop by 5000ms
+              call #2 todo._Stop by 5000ms
+              round 1 _Stop: [gate todo] by 5000ms
+            [0ms] reply 2 empty
+              hook todo._Stop round 1: empty after 0ms
+            [5000ms] at 5000
+              cancel #1
+              hook gate._Stop round 1: timeout after 5000ms
+              decided (round 1): objection honoured from [gate], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-1-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate did not answer _Stop: it timed out after 5000 ms; the agent treats that as an objection]"}
+            [5000ms] model end_turn 0 Done again.
+              decided: prompt ended, declined
+              => end: declined
+        "#]],
+    );
+}
+
+// [F1]: each failed call of a required gate at `_Stop` objects, in its own
+// words: an error result, a JSON-RPC error, a transport failure, an exit
+// during the call (the server goes down [F2]), and a second timeout in a
+// row, which kills it [T3].
+#[test]
+fn f1_every_failed_stop_call_objects() {
+    check(
+        r"
+        servers gate!
+        wide
+        allow *
+        budget 10
+        timeout 100
+        up gate _Stop
+        prompt
+        model end_turn
+        reply 1 error no tests were run
+        model end_turn 1
+        model end_turn
+        reply 2 rpc tool not found
+        model end_turn 1
+        model end_turn
+        reply 3 transport
+        model end_turn 1
+        model end_turn
+        at 100                # first timeout
+        model end_turn 1
+        model end_turn
+        at 200                # second in a row: killed
+        model end_turn 1
+        at 450
+        want gate
+        up gate _Stop
+        model end_turn
+        reply 6 crash
+        ",
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+            [0ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 gate._Stop by 100ms
+              round 1 _Stop: [gate] by 100ms
+            [0ms] reply 1 error no tests were run
+              hook gate._Stop round 1: error (error result) "no tests were run" after 0ms
+              decided (round 1): objection honoured from [gate], budget 1/10
+              => continue with 1 pair(s)
+                 sprout-1-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate did not answer _Stop: it returned an error result: \"no tests were run\"; the agent treats that as an objection]"}
+            [0ms] model end_turn 1
+              => run tools
+            [0ms] model end_turn
+              call #2 gate._Stop by 100ms
+              round 2 _Stop: [gate] by 100ms
+            [0ms] reply 2 rpc tool not found
+              hook gate._Stop round 2: error (JSON-RPC error) "-32603: tool not found" after 0ms
+              decided (round 2): objection honoured from [gate], budget 2/10
+              => continue with 1 pair(s)
+                 sprout-2-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate did not answer _Stop: it answered with a JSON-RPC error: \"-32603: tool not found\"; the agent treats that as an objection]"}
+            [0ms] model end_turn 1
+              => run tools
+            [0ms] model end_turn
+              call #3 gate._Stop by 100ms
+              round 3 _Stop: [gate] by 100ms
+            [0ms] reply 3 transport
+              hook gate._Stop round 3: error (transport failure) "broken pipe" after 0ms
+              decided (round 3): objection honoured from [gate], budget 3/10
+              => continue with 1 pair(s)
+                 sprout-3-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate did not answer _Stop: its connection failed: \"broken pipe\"; the agent treats that as an objection]"}
+            [0ms] model end_turn 1
+              => run tools
+            [0ms] model end_turn
+              call #4 gate._Stop by 100ms
+              round 4 _Stop: [gate] by 100ms
+            [100ms] at 100
+              cancel #4
+              hook gate._Stop round 4: timeout after 100ms
+              decided (round 4): objection honoured from [gate], budget 4/10
+              => continue with 1 pair(s)
+                 sprout-4-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate did not answer _Stop: it timed out after 100 ms; the agent treats that as an objection]"}
+            [100ms] model end_turn 1
+              => run tools
+            [100ms] model end_turn
+              call #5 gate._Stop by 200ms
+              round 5 _Stop: [gate] by 200ms
+            [200ms] at 200
+              kill gate
+              hook gate._Stop round 5: killed after 100ms
+              server gate down: killed, failures 1, retry from 450ms
+              guard gate down: killed, restarted on next use
+              decided (round 5): objection honoured from [gate], budget 5/10
+              => continue with 1 pair(s)
+                 sprout-5-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate did not answer _Stop: it timed out after 100 ms, its second timeout in a row, and was killed; the agent treats that as an objection]"}
+            [200ms] model end_turn 1
+              => run tools
+            [450ms] at 450
+            [450ms] want gate
+              start gate
+              starting gate, attempt 2
+            [450ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+              guard gate up
+            [450ms] model end_turn
+              call #6 gate._Stop by 550ms
+              round 6 _Stop: [gate] by 550ms
+            [450ms] reply 6 crash
+              hook gate._Stop round 6: crashed after 0ms
+              server gate down: crashed (during a hook call), failures 2, retry from 950ms
+              guard gate down: crashed (during a hook call), restarted on next use
+              decided (round 6): objection honoured from [gate], budget 6/10
+              => continue with 1 pair(s)
+                 sprout-6-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate did not answer _Stop: it exited during the call; the agent treats that as an objection]"}
+        "#]],
+    );
+}
+
+// [F1], [T4]: a required gate that is down, restarting or retired cannot be
+// called: it still objects at every `_Stop` (it listed `_Stop` when last
+// up), in a round of its own with no call when nobody else is asked.
+#[test]
+fn f1_down_and_retired_gates_object_at_stop() {
+    check(
+        r"
+        servers gate!
+        wide
+        allow *
+        budget 10
+        up gate _Stop
+        exit gate exit status 1
+        prompt
+        model end_turn        # down, backoff not over
+        model end_turn 1
+        at 250
+        model end_turn        # due: restarting beside the round
+        fail gate spawn: no such file
+        model end_turn 1
+        at 750
+        want gate
+        fail gate spawn: no such file    # failures 3: retired
+        model end_turn
+        ",
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+            [0ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+            [0ms] exit gate exit status 1
+              server gate down: crashed (exit status 1), failures 1, retry from 250ms
+              guard gate down: crashed (exit status 1), restarted on next use
+            [0ms] prompt
+            [0ms] model end_turn
+              round 1 _Stop: [] by 0ms, left out [gate]
+              decided (round 1): objection honoured from [gate], budget 1/10
+              => continue with 1 pair(s)
+                 sprout-1-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate could not be called for _Stop: it exited (exit status 1) and will be restarted after its backoff; the agent treats that as an objection]"}
+            [0ms] model end_turn 1
+              => run tools
+            [250ms] at 250
+            [250ms] model end_turn
+              start gate
+              starting gate, attempt 2
+              round 2 _Stop: [] by 250ms, left out [gate]
+              decided (round 2): objection honoured from [gate], budget 2/10
+              => continue with 1 pair(s)
+                 sprout-2-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate could not be called for _Stop: it exited (exit status 1) and is restarting; the agent treats that as an objection]"}
+            [250ms] fail gate spawn: no such file
+              server gate down: start failed (spawn: no such file), failures 2, retry from 750ms
+              guard gate down: start failed (spawn: no such file), restarted on next use
+            [250ms] model end_turn 1
+              => run tools
+            [750ms] at 750
+            [750ms] want gate
+              start gate
+              starting gate, attempt 3
+            [750ms] fail gate spawn: no such file
+              server gate down: start failed (spawn: no such file), failures 3, retired for the session
+              guard gate down: start failed (spawn: no such file), off for the session
+            [750ms] model end_turn
+              round 3 _Stop: [] by 750ms, left out [gate]
+              decided (round 3): objection honoured from [gate], budget 3/10
+              => continue with 1 pair(s)
+                 sprout-3-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate could not be called for _Stop: it failed to start (spawn: no such file) and, after 3 failures, is off for the rest of the session; the agent treats that as an objection]"}
+        "#]],
+    );
+}
+
+// [F1]: a required gate that never came up never listed anything: it fails
+// at `_Stop` and `_PreToolUse`, the points that gate, and at no other.
+#[test]
+fn f1_a_gate_that_never_came_up_fails_at_stop_and_pre_tool_use() {
+    check(
+        r"
+        servers gate! todo
+        wide
+        allow *
+        fail gate spawn: no such file
+        up todo _Stop _PostCompact _UserPromptSubmit read
+        prompt
+        submit hello
+        reply 1 empty
+        pretool todo.read
+        compacted 3
+        reply 2 empty
+        model end_turn
+        reply 3 empty
+        ",
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+              start todo
+              starting todo, attempt 1
+            [0ms] fail gate spawn: no such file
+              server gate down: start failed (spawn: no such file), failures 1, retry from 250ms
+              guard gate down: start failed (spawn: no such file), restarted on next use
+            [0ms] up todo _Stop _PostCompact _UserPromptSubmit read
+              server todo up: 1 model tool(s), hooks [_Stop _PostCompact _UserPromptSubmit]
+            [0ms] prompt
+            [0ms] submit hello
+              call #1 todo._UserPromptSubmit by 2500ms
+              round 1 _UserPromptSubmit: [todo] by 2500ms, left out [gate]
+            [0ms] reply 1 empty
+              hook todo._UserPromptSubmit round 1: empty after 0ms
+              decided (round 1): _UserPromptSubmit adds from []
+              => prompt context with 0 pair(s)
+            [0ms] pretool todo.read
+              round 2 _PreToolUse: [] by 0ms, left out [gate]
+              decided (round 2): 1 tool call(s) gated, refused [0]
+              => gates for 1 call(s)
+                 [0] refused, error result:
+                   {"hook":"_PreToolUse","server":"gate","text":"[sprout: required hook server gate could not be called for _PreToolUse: it failed to start (spawn: no such file) and will be restarted after its backoff; the agent refuses this tool call]"}
+            [0ms] compacted 3
+              call #2 todo._PostCompact by 2500ms
+              round 3 _PostCompact: [todo] by 2500ms, left out [gate]
+            [0ms] reply 2 empty
+              hook todo._PostCompact round 3: empty after 0ms
+              decided (round 3): reinject from []
+              => reinject with 0 pair(s)
+            [0ms] model end_turn
+              call #3 todo._Stop by 2500ms
+              round 4 _Stop: [todo] by 2500ms, left out [gate]
+            [0ms] reply 3 empty
+              hook todo._Stop round 4: empty after 0ms
+              decided (round 4): objection honoured from [gate], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-4-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate could not be called for _Stop: it failed to start (spawn: no such file) and will be restarted after its backoff; the agent treats that as an objection]"}
+        "#]],
+    );
+}
+
+// [F1]: at `_PreToolUse` a required gate's failed call refuses that call
+// alone; a call it answered empty runs. A timeout refuses every call of the
+// round it hangs on.
+#[test]
+fn f1_pre_tool_use_failure_refuses_the_call() {
+    check(
+        r"
+        servers gate! other
+        wide
+        allow *
+        timeout 300
+        up gate _PreToolUse
+        up other read write
+        prompt
+        pretool other.read other.write
+        reply 1 empty
+        reply 2 rpc no such tool
+        pretool other.read other.write
+        at 300
+        ",
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+              start other
+              starting other, attempt 1
+            [0ms] up gate _PreToolUse
+              server gate up: 0 model tool(s), hooks [_PreToolUse]
+            [0ms] up other read write
+              server other up: 2 model tool(s), hooks []
+            [0ms] prompt
+            [0ms] pretool other.read other.write
+              call #1 gate._PreToolUse by 300ms
+              call #2 gate._PreToolUse by 300ms
+              round 1 _PreToolUse: [gate] by 300ms
+            [0ms] reply 1 empty
+              hook gate._PreToolUse round 1: empty after 0ms
+            [0ms] reply 2 rpc no such tool
+              hook gate._PreToolUse round 1: error (JSON-RPC error) "-32603: no such tool" after 0ms
+              decided (round 1): 2 tool call(s) gated, refused [1]
+              => gates for 2 call(s)
+                 [0] run
+                 [1] refused, error result:
+                   {"hook":"_PreToolUse","server":"gate","text":"[sprout: required hook server gate did not answer _PreToolUse: it answered with a JSON-RPC error: \"-32603: no such tool\"; the agent refuses this tool call]"}
+            [0ms] pretool other.read other.write
+              call #3 gate._PreToolUse by 300ms
+              call #4 gate._PreToolUse by 300ms
+              round 2 _PreToolUse: [gate] by 300ms
+            [300ms] at 300
+              cancel #3
+              hook gate._PreToolUse round 2: timeout after 300ms
+              cancel #4
+              hook gate._PreToolUse round 2: timeout after 300ms
+              decided (round 2): 2 tool call(s) gated, refused [0 1]
+              => gates for 2 call(s)
+                 [0] refused, error result:
+                   {"hook":"_PreToolUse","server":"gate","text":"[sprout: required hook server gate did not answer _PreToolUse: it timed out after 300 ms; the agent refuses this tool call]"}
+                 [1] refused, error result:
+                   {"hook":"_PreToolUse","server":"gate","text":"[sprout: required hook server gate did not answer _PreToolUse: it timed out after 300 ms; the agent refuses this tool call]"}
+        "#]],
+    );
+}
+
+// [F1]: at the injection points a required gate's failure is text the
+// agent adds in its place: `_UserPromptSubmit` (timeout), `_SessionStart`
+// (error), `_PostToolUse` (a note after the output), `_PreCompact` (a pin)
+// and `_PostCompact` (down: it exited).
+#[test]
+fn f1_injection_points_say_the_gate_failed() {
+    check(
+        r"
+        servers gate!
+        wide
+        allow *
+        timeout 200
+        up gate _SessionStart _UserPromptSubmit _PostToolUse _PreCompact _PostCompact
+        prompt
+        session_start s-1 /work
+        reply 1 error not ready
+        submit hello
+        at 200
+        posttool gate.read=ok
+        reply 3 crash
+        precompact
+        compacted 4 the summary
+        ",
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+            [0ms] up gate _SessionStart _UserPromptSubmit _PostToolUse _PreCompact _PostCompact
+              server gate up: 0 model tool(s), hooks [_SessionStart _UserPromptSubmit _PostToolUse _PreCompact _PostCompact]
+            [0ms] prompt
+            [0ms] session_start s-1 /work
+              call #1 gate._SessionStart by 200ms
+              round 1 _SessionStart: [gate] by 200ms
+            [0ms] reply 1 error not ready
+              hook gate._SessionStart round 1: error (error result) "not ready" after 0ms
+              decided (round 1): _SessionStart adds from [gate]
+              => session context with 1 pair(s)
+                 sprout-1-0 gate___SessionStart({}) -> {"hook":"_SessionStart","server":"gate","text":"[sprout: required hook server gate did not answer _SessionStart: it returned an error result: \"not ready\"; this note stands in for its answer]"}
+            [0ms] submit hello
+              call #2 gate._UserPromptSubmit by 200ms
+              round 2 _UserPromptSubmit: [gate] by 200ms
+            [200ms] at 200
+              cancel #2
+              hook gate._UserPromptSubmit round 2: timeout after 200ms
+              decided (round 2): _UserPromptSubmit adds from [gate]
+              => prompt context with 1 pair(s)
+                 sprout-2-0 gate___UserPromptSubmit({}) -> {"hook":"_UserPromptSubmit","server":"gate","text":"[sprout: required hook server gate did not answer _UserPromptSubmit: it timed out after 200 ms; this note stands in for its answer]"}
+            [200ms] posttool gate.read=ok
+              call #3 gate._PostToolUse by 400ms
+              round 3 _PostToolUse: [gate] by 400ms
+            [200ms] reply 3 crash
+              hook gate._PostToolUse round 3: crashed after 0ms
+              server gate down: crashed (during a hook call), failures 1, retry from 450ms
+              guard gate down: crashed (during a hook call), restarted on next use
+              decided (round 3): _PostToolUse adds from [gate]
+              => notes for 1 call(s)
+                 [0] 1 after the output
+                   {"hook":"_PostToolUse","server":"gate","text":"[sprout: required hook server gate did not answer _PostToolUse: it exited during the call; this note stands in for its answer]"}
+            [200ms] precompact
+              round 4 _PreCompact: [] by 200ms, left out [gate]
+              decided (round 4): _PreCompact adds from [gate]
+              => pin with 1 pair(s)
+                 sprout-4-0 gate___PreCompact({}) -> {"hook":"_PreCompact","server":"gate","text":"[sprout: required hook server gate could not be called for _PreCompact: it exited (during a hook call) and will be restarted after its backoff; this note stands in for its answer]"}
+            [200ms] compacted 4 the summary
+              round 5 _PostCompact: [] by 200ms, left out [gate]
+              decided (round 5): reinject from [gate]
+              => reinject with 1 pair(s)
+                 sprout-5-0 gate___PostCompact({}) -> {"hook":"_PostCompact","server":"gate","text":"[sprout: required hook server gate could not be called for _PostCompact: it exited (during a hook call) and will be restarted after its backoff; this note stands in for its answer]"}
+        "#]],
+    );
+}
+
+// [F1]: at `_SessionEnd` a required gate's failure is nothing: the answers
+// are ignored there [E6], and a down gate gets no round.
+#[test]
+fn f1_session_end_failure_is_nothing() {
+    check(
+        r"
+        servers gate! late!
+        allow *
+        up gate _SessionEnd
+        up late _SessionEnd
+        exit late gone
+        end exit
+        at 1000
+        ",
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+              start late
+              starting late, attempt 1
+            [0ms] up gate _SessionEnd
+              server gate up: 0 model tool(s), hooks [_SessionEnd]
+            [0ms] up late _SessionEnd
+              server late up: 0 model tool(s), hooks [_SessionEnd]
+            [0ms] exit late gone
+              server late down: crashed (gone), failures 1, retry from 250ms
+              guard late down: crashed (gone), restarted on next use
+            [0ms] end exit
+              call #1 gate._SessionEnd by 1000ms
+              round 1 _SessionEnd: [gate] by 1000ms, left out [late]
+            [1000ms] at 1000
+              cancel #1
+              hook gate._SessionEnd round 1: timeout after 1000ms
+              decided (round 1): session ended, exit
+              => session end told
+        "#]],
+    );
+}
+
+// [F1]: an empty answer of a required gate is still nothing [R2]: required
+// means "must answer", not "must object".
+#[test]
+fn f1_empty_answers_of_a_gate_are_nothing() {
+    check(
+        r"
+        servers gate!
+        allow *
+        up gate _Stop _PreToolUse _PostCompact read
+        prompt
+        model end_turn
+        reply 1 empty
+        prompt
+        model end_turn
+        reply 2 blank
+        prompt
+        pretool gate.read
+        reply 3 image
+        compacted 2
+        reply 4 empty
+        model end_turn
+        reply 5 objection: tests fail
+        ",
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+            [0ms] up gate _Stop _PreToolUse _PostCompact read
+              server gate up: 1 model tool(s), hooks [_Stop _PreToolUse _PostCompact]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 gate._Stop by 2500ms
+              round 1 _Stop: [gate] by 2500ms
+            [0ms] reply 1 empty
+              hook gate._Stop round 1: empty after 0ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+            [0ms] prompt
+            [0ms] model end_turn
+              call #2 gate._Stop by 2500ms
+              round 2 _Stop: [gate] by 2500ms
+            [0ms] reply 2 blank
+              hook gate._Stop round 2: empty after 0ms
+              decided (round 2): prompt ended, no_objection
+              => end: no_objection
+            [0ms] prompt
+            [0ms] pretool gate.read
+              call #3 gate._PreToolUse by 2500ms
+              round 3 _PreToolUse: [gate] by 2500ms
+            [0ms] reply 3 image
+              hook gate._PreToolUse round 3: empty after 0ms
+              decided (round 3): 1 tool call(s) gated, refused []
+              => gates for 1 call(s)
+                 [0] run
+            [0ms] compacted 2
+              call #4 gate._PostCompact by 2500ms
+              round 4 _PostCompact: [gate] by 2500ms
+            [0ms] reply 4 empty
+              hook gate._PostCompact round 4: empty after 0ms
+              decided (round 4): reinject from []
+              => reinject with 0 pair(s)
+            [0ms] model end_turn
+              call #5 gate._Stop by 2500ms
+              round 5 _Stop: [gate] by 2500ms
+            [0ms] reply 5 objection: tests fail
+              hook gate._Stop round 5: objection "objection: tests fail" after 0ms
+              decided (round 5): objection honoured from [gate], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-5-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"objection: tests fail"}
+        "#]],
+    );
+}
+
+// [F3]: `required` on a server the allowlist does not let hook is a warning
+// at start-up naming it, and has no effect: no guard events, its hooks are
+// not called. With hooks off [A1] it is the same.
+#[test]
+fn f3_required_without_the_allowlist_warns_and_does_nothing() {
+    check(
+        r"
+        servers gate! todo
+        allow todo
+        up gate _Stop
+        up todo _Stop
+        exit gate gone
+        prompt
+        model end_turn
+        reply 1 empty
+        ",
+        expect![[r#"
+            [0ms] session
+              warning: server gate is marked "required", but MCP_HOOK_SERVERS does not let it hook, so it is no required gate: "required" has no effect
+              start gate
+              starting gate, attempt 1
+              start todo
+              starting todo, attempt 1
+            [0ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+            [0ms] up todo _Stop
+              server todo up: 0 model tool(s), hooks [_Stop]
+            [0ms] exit gate gone
+              server gate down: crashed (gone), failures 1, retry from 250ms
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 todo._Stop by 2500ms
+              round 1 _Stop: [todo] by 2500ms
+            [0ms] reply 1 empty
+              hook todo._Stop round 1: empty after 0ms
+              decided (round 1): prompt ended, no_objection
+              => end: no_objection
+        "#]],
+    );
+    check(
+        r"
+        servers gate!
+        up gate _Stop
+        prompt
+        model end_turn
+        ",
+        expect![[r#"
+            [0ms] session
+              warning: server gate is marked "required", but MCP_HOOK_SERVERS does not let it hook, so it is no required gate: "required" has no effect
+              start gate
+              starting gate, attempt 1
+            [0ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              decided: prompt ended, hooks_off
+              => end: hooks_off
+        "#]],
+    );
+}
+
+// [F2]: a required gate going down is told at once, right after the
+// server's own event (killed, crashed, failed start, retired), and its
+// return once; a plain server gets no guard events. A gate retired before a
+// resume is told so at start-up.
+#[test]
+fn f2_guard_down_and_up_events() {
+    check(
+        r"
+        servers gate! plain
+        wide
+        allow *
+        timeout 100
+        up gate _Stop
+        up plain _Stop
+        exit plain gone
+        exit gate exit status 1
+        at 250
+        want gate
+        fail gate spawn refused
+        at 750
+        want gate
+        up gate _Stop
+        want plain
+        up plain _Stop
+        ",
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+              start plain
+              starting plain, attempt 1
+            [0ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+            [0ms] up plain _Stop
+              server plain up: 0 model tool(s), hooks [_Stop]
+            [0ms] exit plain gone
+              server plain down: crashed (gone), failures 1, retry from 250ms
+            [0ms] exit gate exit status 1
+              server gate down: crashed (exit status 1), failures 1, retry from 250ms
+              guard gate down: crashed (exit status 1), restarted on next use
+            [250ms] at 250
+            [250ms] want gate
+              start gate
+              starting gate, attempt 2
+            [250ms] fail gate spawn refused
+              server gate down: start failed (spawn refused), failures 2, retry from 750ms
+              guard gate down: start failed (spawn refused), restarted on next use
+            [750ms] at 750
+            [750ms] want gate
+              start gate
+              starting gate, attempt 3
+            [750ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+              guard gate up
+            [750ms] want plain
+              start plain
+              starting plain, attempt 2
+            [750ms] up plain _Stop
+              server plain up: 0 model tool(s), hooks [_Stop]
+        "#]],
+    );
+    check(
+        r"
+        servers gate! plain
+        allow *
+        wide
+        carry 0 0 gate=3 plain=3
+        prompt
+        model end_turn
+        ",
+        expect![[r#"
+            [0ms] session
+              server gate down: at its limit before the resume, failures 3, retired for the session
+              guard gate down: at its limit before the resume, off for the session
+              server plain down: at its limit before the resume, failures 3, retired for the session
+            [0ms] prompt
+            [0ms] model end_turn
+              round 1 _Stop: [] by 0ms, left out [gate]
+              decided (round 1): objection honoured from [gate], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-1-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate could not be called for _Stop: it failed 3 times before the session was resumed and is off for the rest of the session; the agent treats that as an objection]"}
+        "#]],
+    );
+}
+
+// [F4], [S6]: a required gate that never answers cannot trap the agent:
+// it objects until the budget is spent, then the prompt ends; the next
+// prompt of the session finds the budget spent.
+#[test]
+fn f4_budget_ends_the_prompt_past_a_gate_that_never_answers() {
+    check(
+        r"
+        servers gate!
+        wide
+        allow *
+        budget 3
+        decline off
+        timeout 100
+        up gate _Stop
+        prompt
+        model end_turn
+        at 100
+        model end_turn
+        at 200                # killed
+        model end_turn        # down: objects without a call
+        model end_turn        # budget spent
+        prompt
+        model end_turn
+        ",
+        expect![[r#"
+            [0ms] session
+              start gate
+              starting gate, attempt 1
+            [0ms] up gate _Stop
+              server gate up: 0 model tool(s), hooks [_Stop]
+            [0ms] prompt
+            [0ms] model end_turn
+              call #1 gate._Stop by 100ms
+              round 1 _Stop: [gate] by 100ms
+            [100ms] at 100
+              cancel #1
+              hook gate._Stop round 1: timeout after 100ms
+              decided (round 1): objection honoured from [gate], budget 1/3
+              => continue with 1 pair(s)
+                 sprout-1-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate did not answer _Stop: it timed out after 100 ms; the agent treats that as an objection]"}
+            [100ms] model end_turn
+              call #2 gate._Stop by 200ms
+              round 2 _Stop: [gate] by 200ms
+            [200ms] at 200
+              kill gate
+              hook gate._Stop round 2: killed after 100ms
+              server gate down: killed, failures 1, retry from 450ms
+              guard gate down: killed, restarted on next use
+              decided (round 2): objection honoured from [gate], budget 2/3
+              => continue with 1 pair(s)
+                 sprout-2-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate did not answer _Stop: it timed out after 100 ms, its second timeout in a row, and was killed; the agent treats that as an objection]"}
+            [200ms] model end_turn
+              round 3 _Stop: [] by 200ms, left out [gate]
+              decided (round 3): objection honoured from [gate], budget 3/3
+              => continue with 1 pair(s)
+                 sprout-3-0 gate___Stop({}) -> {"hook":"_Stop","server":"gate","text":"[sprout: required hook server gate could not be called for _Stop: it was killed after two hook timeouts in a row and will be restarted after its backoff; the agent treats that as an objection]"}
+            [200ms] model end_turn
+              decided: prompt ended, budget_spent
+              => end: budget_spent
+            [200ms] prompt
+            [200ms] model end_turn
+              decided: prompt ended, budget_spent
+              => end: budget_spent
         "#]],
     );
 }

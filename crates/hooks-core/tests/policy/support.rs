@@ -4,7 +4,8 @@
 //! and build the [`Session`] at the first other command:
 //!
 //! ```text
-//! servers a b:120000 c   configuration order; `b:120000`: b's own hookTimeoutMs
+//! servers a b:120000 c!  configuration order; `b:120000`: b's own hookTimeoutMs;
+//!                        `c!`: c is required ("required": true)
 //! allow *                MCP_HOOK_SERVERS as written ("allow" alone: unset)
 //! budget 3               SPROUT_AGENT_STOP_MAX_REJECTIONS
 //! timeout 2500           SPROUT_AGENT_HOOK_TIMEOUT_MS
@@ -12,6 +13,7 @@
 //! decline off            SPROUT_AGENT_STOP_DECLINE_RULE
 //! carry 1 4 a=2 gone=3   the session continues a saved one (Session::resume):
 //!                        budget used 1, 4 rounds, a failed twice, gone 3 times
+//! wide                   hook texts are shown whole, not shortened
 //! ```
 //!
 //! Commands, each fed at the current virtual time:
@@ -46,6 +48,7 @@
 //! output. Hook call events are rendered compactly; answers to the loop's
 //! questions (`model`, `compacted`, `abort`) start with `=>`.
 
+use std::cell::Cell;
 use std::fmt::Write as _;
 use std::time::Duration;
 
@@ -57,8 +60,15 @@ pub(crate) fn check(script: &str, expect: expect_test::Expect) {
     expect.assert_eq(&run(script));
 }
 
+thread_local! {
+    /// `wide`: the script shows hook texts whole. Each test runs on a thread
+    /// of its own, and each script sets it anew.
+    static WIDE: Cell<bool> = const { Cell::new(false) };
+}
+
 /// Runs `script` and returns its trace.
 pub(crate) fn run(script: &str) -> String {
+    WIDE.set(false);
     let mut servers: Vec<ServerSetup> = Vec::new();
     let mut allow: Option<String> = None;
     let mut budget: Option<String> = None;
@@ -104,6 +114,10 @@ pub(crate) fn run(script: &str) -> String {
             }
             ("carry", None) => {
                 carry = Some(carried(&words));
+                continue;
+            }
+            ("wide", None) => {
+                WIDE.set(true);
                 continue;
             }
             _ => {}
@@ -314,8 +328,13 @@ fn carried(words: &[&str]) -> Carried {
     }
 }
 
-/// `name` or `name:MS`: a server, with its own hook timeout \[C4\].
+/// `name`, `name:MS` or either with a `!` after it: a server, with its own
+/// hook timeout \[C4\], `!`: required \[F1\].
 fn server_setup(word: &str) -> ServerSetup {
+    let (word, required) = match word.strip_suffix('!') {
+        Some(word) => (word, true),
+        None => (word, false),
+    };
     let (name, timeout) = match word.split_once(':') {
         Some((name, ms)) => (name, HookTimeout::from_millis(ms.parse().unwrap())),
         None => (word, None),
@@ -323,6 +342,7 @@ fn server_setup(word: &str) -> ServerSetup {
     ServerSetup {
         name: ServerName::new(name).unwrap(),
         hook_timeout: timeout,
+        required,
     }
 }
 
@@ -560,12 +580,7 @@ fn render_event(event: &Event) -> String {
             failures,
             retry_at,
         } => {
-            let cause = match cause {
-                DownCause::Killed => "killed".to_owned(),
-                DownCause::Crashed(why) => format!("crashed ({why})"),
-                DownCause::StartFailed(why) => format!("start failed ({why})"),
-                DownCause::BeforeResume => "at its limit before the resume".to_owned(),
-            };
+            let cause = render_cause(cause);
             let next = match retry_at {
                 Some(t) => format!("retry from {t}"),
                 None => "retired for the session".to_owned(),
@@ -587,6 +602,28 @@ fn render_event(event: &Event) -> String {
             )
         }
         Event::Warning(warning) => format!("warning: {warning}"),
+        Event::GuardDown {
+            server,
+            cause,
+            retired,
+        } => {
+            let next = if *retired {
+                "off for the session"
+            } else {
+                "restarted on next use"
+            };
+            format!("guard {server} down: {}, {next}", render_cause(cause))
+        }
+        Event::GuardUp { server } => format!("guard {server} up"),
+    }
+}
+
+fn render_cause(cause: &DownCause) -> String {
+    match cause {
+        DownCause::Killed => "killed".to_owned(),
+        DownCause::Crashed(why) => format!("crashed ({why})"),
+        DownCause::StartFailed(why) => format!("start failed ({why})"),
+        DownCause::BeforeResume => "at its limit before the resume".to_owned(),
     }
 }
 
@@ -616,7 +653,7 @@ fn render_injections(verb: &str, injections: &[Injection]) -> String {
 
 /// Keeps traces readable when a hook answers at length.
 fn shorten(text: &str) -> String {
-    if text.len() <= 120 {
+    if text.len() <= 120 || WIDE.get() {
         return text.to_owned();
     }
     let mut end = 60;
