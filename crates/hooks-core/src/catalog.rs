@@ -231,7 +231,7 @@ impl core::fmt::Display for Warning {
             Warning::RequiredNotAllowlisted { server } => write!(
                 f,
                 "server {server} is marked \"required\", but MCP_HOOK_SERVERS does not let it \
-                 hook, so it is no required gate: \"required\" has no effect"
+                 hook, so \"required\" has no effect (add it to MCP_HOOK_SERVERS, or drop \"required\")"
             ),
             Warning::UnfillableInput {
                 server,

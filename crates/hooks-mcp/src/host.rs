@@ -88,6 +88,9 @@ pub struct ServerReport {
     pub hook_inputs: Vec<(HookPoint, Vec<InputField>)>,
     /// Why it is down, if it failed to start or exited.
     pub last_error: Option<String>,
+    /// A required gate: its entry says `"required": true` and the
+    /// allowlist lets it hook \[F1\] \[F2\].
+    pub required: bool,
 }
 
 enum Notice {
@@ -201,6 +204,7 @@ impl Host {
             .map(|s| ServerSetup {
                 name: s.name.clone(),
                 hook_timeout: s.hook_timeout, // [C4]
+                required: s.required,         // [F1]
             })
             .collect();
         let session = Session::resume(config, setups, carried)?;
@@ -301,6 +305,7 @@ impl Host {
                         .map(|h| (h.point, h.input.fields().to_vec()))
                         .collect(),
                     last_error: self.slots[i].last_error.clone(),
+                    required: self.session.is_required(id),
                 }
             })
             .collect()

@@ -510,6 +510,7 @@ async fn hooks_list(
                     "name": r.name.as_str(),
                     "state": state_word(r.state),
                     "may_hook": r.may_hook,
+                    "required": r.required,
                     "tools": r.model_tools,
                     "hooks": r.hooks.iter().map(|h| h.tool_name()).collect::<Vec<_>>(),
                     "hook_inputs": hook_inputs(r)
@@ -545,6 +546,18 @@ async fn hooks_list(
             let state = state_word(r.state);
             let _ = writeln!(out, "\n{}: {state}", r.name);
             let _ = writeln!(out, "  may hook: {}", if r.may_hook { "yes" } else { "no" });
+            if r.required {
+                // [F2]: a required gate, and whether it is up to answer.
+                let _ = writeln!(
+                    out,
+                    "  required: yes, its hooks fail closed ({})",
+                    if r.state == hooks_core::ServerState::Up {
+                        "up: it answers"
+                    } else {
+                        "down: _Stop objects and _PreToolUse refuses in its name"
+                    }
+                );
+            }
             let hooks: Vec<&str> = r.hooks.iter().map(|h| h.tool_name()).collect();
             let _ = writeln!(
                 out,

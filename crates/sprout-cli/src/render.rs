@@ -466,7 +466,44 @@ fn hook_line(event: &Event, yellow: Style, red: Style, green: Style, dim: Style)
             line.styled(green, &format!("✓ server {server} up: {model_tools} tool(s), {hooks}"))
         }
         Event::Warning(warning) => line.styled(yellow, &format!("warning: {warning}")),
+        Event::GuardDown { .. } => line.styled(red, &format!("⛔ {}", guard_text(event))),
+        Event::GuardUp { .. } => line.styled(green, &format!("✓ {}", guard_text(event))),
     })
+}
+
+/// A required gate's [`Event::GuardDown`] or [`Event::GuardUp`] in words
+/// \[F2\]; empty for any other event. Shared by the terminal and ACP.
+pub(crate) fn guard_text(event: &Event) -> String {
+    match event {
+        Event::GuardDown {
+            server,
+            cause,
+            retired,
+        } => {
+            let cause = match cause {
+                hooks_core::DownCause::Killed => {
+                    "it was killed after two hook timeouts in a row".to_owned()
+                }
+                hooks_core::DownCause::Crashed(why) => format!("it exited ({why})"),
+                hooks_core::DownCause::StartFailed(why) => format!("it failed to start ({why})"),
+                hooks_core::DownCause::BeforeResume => {
+                    "it failed too often before this session was resumed".to_owned()
+                }
+            };
+            let until = if *retired {
+                "for the rest of this session"
+            } else {
+                "until it is back"
+            };
+            format!(
+                "required gate {server} is down: {cause}. Its hooks fail closed {until}: _Stop objects and _PreToolUse refuses in its name"
+            )
+        }
+        Event::GuardUp { server } => {
+            format!("required gate {server} is back up: its hooks answer again")
+        }
+        _ => String::new(),
+    }
 }
 
 /// A [`Event::ServerDown`] in words: which server, why, and what happens

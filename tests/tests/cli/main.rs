@@ -22,6 +22,8 @@ mod sessions;
 mod chat;
 // Project trust [U1]-[U3].
 mod trust;
+// Required gates [F1]-[F3] and tool approval [U4]-[U7].
+mod gates;
 // Streamed answers: text as it arrives, once, human and --json.
 mod streaming;
 // Floods, deaf servers, signals and terminal escapes against the binary [issue 10].

@@ -2869,7 +2869,7 @@ fn f3_required_without_the_allowlist_warns_and_does_nothing() {
         ",
         expect![[r#"
             [0ms] session
-              warning: server gate is marked "required", but MCP_HOOK_SERVERS does not let it hook, so it is no required gate: "required" has no effect
+              warning: server gate is marked "required", but MCP_HOOK_SERVERS does not let it hook, so "required" has no effect (add it to MCP_HOOK_SERVERS, or drop "required")
               start gate
               starting gate, attempt 1
               start todo
@@ -2899,7 +2899,7 @@ fn f3_required_without_the_allowlist_warns_and_does_nothing() {
         ",
         expect![[r#"
             [0ms] session
-              warning: server gate is marked "required", but MCP_HOOK_SERVERS does not let it hook, so it is no required gate: "required" has no effect
+              warning: server gate is marked "required", but MCP_HOOK_SERVERS does not let it hook, so "required" has no effect (add it to MCP_HOOK_SERVERS, or drop "required")
               start gate
               starting gate, attempt 1
             [0ms] up gate _Stop

@@ -605,6 +605,14 @@ fn hook_updates(event: &Event) -> Vec<s::SessionUpdate> {
                 s::ContentChunk::new(text.into()).meta(meta),
             )]
         }
+        // [F2]: a gate that fails closed is news the person must see, so
+        // a visible message, not a thought.
+        Event::GuardDown { .. } | Event::GuardUp { .. } => {
+            let text = format!("[sprout] {}\n", crate::render::guard_text(event));
+            vec![s::SessionUpdate::AgentMessageChunk(
+                s::ContentChunk::new(text.into()).meta(meta_of(event)),
+            )]
+        }
         _ => Vec::new(),
     }
 }
