@@ -21,6 +21,7 @@ use hooks_core::{
 };
 use tokio_util::sync::CancellationToken;
 
+use crate::approval::{Answer, Approval, ApprovalMode, ApprovalRequest, DecidedBy, Standing};
 use crate::compaction::{self, CompactionSettings, UsageAnchor};
 use crate::event::{AgentEvent, CompactionKind, Emitted, Sink};
 use crate::gateway::{Gateway, ToolOutput, ToolSettings, cancelled_output};
@@ -94,6 +95,8 @@ pub struct Agent<G: Gateway> {
     observer: Option<Box<dyn SessionObserver>>,
     /// The policy state the observer was last told.
     carried: Option<Carried>,
+    /// Who lets tool calls run \[U4\].
+    approval: Approval,
 }
 
 impl<G: Gateway> std::fmt::Debug for Agent<G> {
@@ -103,6 +106,16 @@ impl<G: Gateway> std::fmt::Debug for Agent<G> {
             .field("history", &self.history.len())
             .finish_non_exhaustive()
     }
+}
+
+/// The error result of a call the person denied \[U6\].
+fn denied_output(name: &str, reason: Option<&str>) -> ToolOutput {
+    ToolOutput::error(match reason {
+        Some(reason) if !reason.trim().is_empty() => {
+            format!("the person denied this call of {name}: {reason}")
+        }
+        _ => format!("the person denied this call of {name}"),
+    })
 }
 
 /// How a kept answer that was cut off is marked, after its text
@@ -139,7 +152,15 @@ impl<G: Gateway> Agent<G> {
             ended: false,
             observer: None,
             carried: None,
+            approval: Approval::default(),
         }
+    }
+
+    /// Tool calls wait for `approval` \[U4\]-\[U7\]; without, every call
+    /// runs unasked ([`Approval::auto`]).
+    pub fn with_approval(mut self, approval: Approval) -> Agent<G> {
+        self.approval = approval;
+        self
     }
 
     /// Tells `observer` of every change of the history as it happens (each
@@ -444,6 +465,15 @@ impl<G: Gateway> Agent<G> {
                 _ => None,
             })
             .collect();
+        // [U5]: approval after _PreToolUse, before the call.
+        let refused = match self.approve(calls, refused, cancel).await {
+            Ok(refused) => refused,
+            Err(e) => {
+                let results = calls.iter().map(|_| (cancelled_output(), Duration::ZERO));
+                self.record_results(calls, results.collect());
+                return Err(e);
+            }
+        };
         let to_run: Vec<ToolCall> = calls
             .iter()
             .zip(&refused)
@@ -493,6 +523,94 @@ impl<G: Gateway> Agent<G> {
             .collect();
         self.record_results(calls, results);
         failure.map_or(Ok(()), Err)
+    }
+
+    /// Approval of the calls `_PreToolUse` let through \[U4\]-\[U7\]: each
+    /// call that reaches a tool runs only if a rule, an earlier answer or
+    /// the person allows it; a denied one gets its error result in
+    /// `refused`. The wait for the person counts against no deadline; a
+    /// cancel withdraws the question and ends the prompt \[U5\].
+    async fn approve(
+        &mut self,
+        calls: &[ToolCall],
+        mut refused: Vec<Option<ToolOutput>>,
+        cancel: &CancellationToken,
+    ) -> Result<Vec<Option<ToolOutput>>, AskError> {
+        if self.approval.mode() == ApprovalMode::Auto {
+            return Ok(refused);
+        }
+        for (call, refusal) in calls.iter().zip(refused.iter_mut()) {
+            if refusal.is_some() {
+                continue; // refused by _PreToolUse: nobody is asked [U5]
+            }
+            let Some(owner) = self.gateway.tool_owner(&call.name) else {
+                continue; // reaches no tool [H3]
+            };
+            let answered = |by, allowed, scope: Option<&str>, reason: Option<String>| {
+                AgentEvent::ApprovalAnswered {
+                    id: call.id.clone(),
+                    name: call.name.clone(),
+                    by,
+                    allowed,
+                    scope: scope.map(str::to_owned),
+                    reason,
+                }
+            };
+            match self.approval.decide(&owner) {
+                None => {}
+                Some(Standing::Allowed(by)) => self.emit(answered(by, true, None, None)),
+                Some(Standing::Denied(reason)) => {
+                    self.emit(answered(DecidedBy::Session, false, None, reason.clone()));
+                    *refusal = Some(denied_output(&call.name, reason.as_deref()));
+                }
+                Some(Standing::Ask) => {
+                    self.emit(AgentEvent::ApprovalAsked {
+                        id: call.id.clone(),
+                        name: call.name.clone(),
+                    });
+                    let request = ApprovalRequest {
+                        call: call.clone(),
+                        owner: owner.clone(),
+                    };
+                    let approver = self.approval.approver().clone();
+                    let answer = tokio::select! {
+                        answer = approver.ask(&request) => answer,
+                        () = cancel.cancelled() => {
+                            let why = "withdrawn: the prompt was cancelled".to_owned();
+                            self.emit(answered(DecidedBy::Nobody, false, None, Some(why)));
+                            return Err(AskError::Cancelled);
+                        }
+                    };
+                    self.approval.remember(&owner, &answer);
+                    let event = match &answer {
+                        Answer::AllowOnce => answered(DecidedBy::Person, true, None, None),
+                        Answer::AllowSession => {
+                            answered(DecidedBy::Person, true, Some("session"), None)
+                        }
+                        Answer::AllowAlways => {
+                            answered(DecidedBy::Person, true, Some("always"), None)
+                        }
+                        Answer::Deny { reason } => {
+                            *refusal = Some(denied_output(&call.name, reason.as_deref()));
+                            answered(DecidedBy::Person, false, None, reason.clone())
+                        }
+                        Answer::DenySession { reason } => {
+                            *refusal = Some(denied_output(&call.name, reason.as_deref()));
+                            answered(DecidedBy::Person, false, Some("session"), reason.clone())
+                        }
+                        Answer::Unanswered { how } => {
+                            *refusal = Some(ToolOutput::error(format!(
+                                "{} was not run: tool calls need the person's approval, and nobody could be asked. {how}",
+                                call.name
+                            )));
+                            answered(DecidedBy::Nobody, false, None, None)
+                        }
+                    };
+                    self.emit(event);
+                }
+            }
+        }
+        Ok(refused)
     }
 
     /// Emits and records one result per call, in call order.

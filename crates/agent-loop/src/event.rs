@@ -123,6 +123,31 @@ pub enum AgentEvent {
         /// Model rounds in this prompt.
         rounds: u32,
     },
+    /// A tool call waits for the person's approval \[U4\] \[U7\].
+    ApprovalAsked {
+        /// The call's id.
+        id: String,
+        /// The tool, as the model named it.
+        name: String,
+    },
+    /// A tool call's approval was decided \[U7\]: by a rule, an earlier
+    /// answer, the person, or nobody.
+    ApprovalAnswered {
+        /// The call's id.
+        id: String,
+        /// The tool, as the model named it.
+        name: String,
+        /// Who decided.
+        by: crate::DecidedBy,
+        /// Whether the call runs.
+        allowed: bool,
+        /// For the session (`session`) or for good (`always`), beside once.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        scope: Option<String>,
+        /// The reason of a denial, if any.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        reason: Option<String>,
+    },
     /// A hook or policy event from the core \[O1\], serialised as the core's
     /// own event (its names do not clash with the loop's).
     #[serde(skip)]
@@ -130,7 +155,7 @@ pub enum AgentEvent {
 }
 
 /// The `event` tags of the loop's own events; every other tag is the core's.
-const OWN_EVENTS: [&str; 10] = [
+const OWN_EVENTS: [&str; 12] = [
     "prompt_started",
     "model_request",
     "model_response",
@@ -141,6 +166,8 @@ const OWN_EVENTS: [&str; 10] = [
     "injected",
     "compacted",
     "prompt_ended",
+    "approval_asked",
+    "approval_answered",
 ];
 
 impl Serialize for AgentEvent {
@@ -319,6 +346,26 @@ mod tests {
                 reason: EndReason::Cancelled,
                 detail: None,
                 rounds: 2,
+            },
+            AgentEvent::ApprovalAsked {
+                id: "1".into(),
+                name: "t__a".into(),
+            },
+            AgentEvent::ApprovalAnswered {
+                id: "1".into(),
+                name: "t__a".into(),
+                by: crate::DecidedBy::Person,
+                allowed: false,
+                scope: Some("session".into()),
+                reason: Some("not now".into()),
+            },
+            AgentEvent::ApprovalAnswered {
+                id: "2".into(),
+                name: "t__a".into(),
+                by: crate::DecidedBy::Rule,
+                allowed: true,
+                scope: None,
+                reason: None,
             },
             AgentEvent::Hook(hooks_core::Event::ServerStarting {
                 server: hooks_core::ServerName::new("todo").unwrap(),

@@ -192,6 +192,18 @@ pub trait Gateway: Send {
         Ok(())
     }
 
+    /// The tool a model call named `name` would run, for approval
+    /// \[U4\]: its server and bare name, or `None` for a name that reaches
+    /// no tool (a hook, an unknown name: answered `unknown tool` \[H3\],
+    /// never asked about \[U5\]). The default knows no servers and says
+    /// every name is a tool, so a gateway that does not say asks about all.
+    fn tool_owner(&self, name: &str) -> Option<crate::ToolOwner> {
+        Some(crate::ToolOwner {
+            server: None,
+            tool: name.to_owned(),
+        })
+    }
+
     /// Ends the prompt on the loop's behalf; returns why it ended \[S5\].
     fn abort(&mut self, reason: AbortReason) -> Result<EndReason, UsageError>;
 

@@ -32,6 +32,7 @@
 #![doc = include_str!("../README.md")]
 
 mod agent;
+mod approval;
 mod compaction;
 mod event;
 mod gateway;
@@ -43,6 +44,10 @@ pub mod providers;
 pub mod transcript;
 
 pub use agent::{Agent, AgentSettings, CUT_MARK, DEFAULT_SYSTEM_PROMPT, PromptOutcome};
+pub use approval::{
+    Answer, Approval, ApprovalMode, ApprovalRequest, Approver, DecidedBy, Nobody, Standing,
+    ToolOwner, pattern_matches,
+};
 pub use compaction::CompactionSettings;
 pub use event::{AgentEvent, CompactionKind, Emitted, Sink};
 pub use gateway::{

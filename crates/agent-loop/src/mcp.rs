@@ -75,6 +75,15 @@ impl Gateway for Host {
         Host::prompt_submitted(self, prompt, cancel).await
     }
 
+    fn tool_owner(&self, name: &str) -> Option<crate::ToolOwner> {
+        let session = self.session();
+        let (server, bare) = session.resolve(name)?;
+        Some(crate::ToolOwner {
+            server: Some(session.server_name(server).clone()),
+            tool: bare.to_owned(),
+        })
+    }
+
     async fn gate_tools(
         &mut self,
         calls: &[ToolCall],

@@ -139,6 +139,7 @@ pub(crate) async fn chat(setup: SessionSetup) -> i32 {
     let SessionSetup {
         model,
         servers,
+        approval,
         config,
         options,
         settings,
@@ -162,6 +163,12 @@ pub(crate) async fn chat(setup: SessionSetup) -> i32 {
     let running = Running::new(signals.clone());
     running.listen();
     let carried = plan.carried();
+    let approval = crate::approve::approval(
+        approval,
+        &servers,
+        crate::trust::person_present(),
+        stdout.clone(),
+    );
     let host = match start_host(
         servers.specs,
         config,
@@ -179,7 +186,9 @@ pub(crate) async fn chat(setup: SessionSetup) -> i32 {
         }
     };
     report_down_servers(&host);
-    let agent = Agent::new(model, host, settings, sink).with_hook_context(context.clone());
+    let agent = Agent::new(model, host, settings, sink)
+        .with_hook_context(context.clone())
+        .with_approval(approval);
     let mut agent = match plan.attach(agent, transcript) {
         Ok(agent) => agent,
         Err(code) => {

@@ -257,6 +257,16 @@ pub(crate) struct SessionArgs {
         default_value = "0.8"
     )]
     pub(crate) compact_threshold: String,
+    /// Tool calls: `ask` (each runs only if a rule of its server's entry
+    /// (`autoApprove`), an earlier answer or you allow it; with nobody to
+    /// ask it is denied) or `auto` (every call runs unasked).
+    #[arg(
+        long,
+        env = "SPROUT_AGENT_APPROVAL",
+        value_name = "ask|auto",
+        default_value = "ask"
+    )]
+    pub(crate) approval: String,
     /// Print events as JSON Lines on stdout.
     #[arg(long)]
     pub(crate) json: bool,

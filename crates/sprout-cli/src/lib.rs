@@ -10,6 +10,7 @@
 //!   bounded queue.
 //! - `demo`: the offline demo's script and settings.
 //! - `acp`: `sprout acp`, the Agent Client Protocol agent.
+//! - `approve`: asking the person about tool calls.
 //! - `chat`: `sprout chat`, the interactive session.
 //! - `sessions`: saved sessions: which one to pick up, the transcript a
 //!   session writes, `sprout sessions`.
@@ -18,6 +19,7 @@
 //! - `testing` (the `testing` feature): the human output of an event stream.
 
 mod acp;
+mod approve;
 mod chat;
 mod cli;
 mod demo;
@@ -180,6 +182,8 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 model: Arc::new(model),
                 // The demo's servers are the agent's own [U1].
                 servers: trust::Servers::own(demo::servers()?),
+                // The demo runs as it always did, unasked.
+                approval: agent_loop::ApprovalMode::Auto,
                 config: demo::hook_config(),
                 options: demo::host_options(),
                 settings: demo::settings(),
@@ -219,9 +223,10 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 // Without --mcp-config, each session reads `.mcp.json` in
                 // its own cwd, not in ours.
                 servers: match session.mcp_config {
-                    Some(_) => Some(settings::servers(&session)?.specs),
+                    Some(_) => Some(settings::servers(&session)?),
                     None => None,
                 },
+                approval: settings::approval_mode(&session, m)?,
                 save_in: settings::saving(&save)?,
                 sessions_dir: settings::sessions_dir(&save.dir).ok(),
             };
@@ -369,6 +374,8 @@ pub(crate) struct SessionSetup {
     pub(crate) model: Arc<dyn Model>,
     /// The servers that may start (trusted \[U2\]) and where they came from.
     pub(crate) servers: trust::Servers,
+    /// Whether tool calls wait for approval \[U4\].
+    pub(crate) approval: agent_loop::ApprovalMode,
     pub(crate) config: HookConfig,
     pub(crate) options: HostOptions,
     pub(crate) settings: AgentSettings,
@@ -386,8 +393,10 @@ impl SessionSetup {
         m: &ArgMatches,
     ) -> Result<SessionSetup, ConfigProblem> {
         let config = settings::hook_config(session, m)?;
+        let servers = settings::servers(session)?;
         let options = settings::host_options(session, m)?;
         let agent = settings::agent_settings(session, m)?;
+        let approval = settings::approval_mode(session, m)?;
         let model = settings::model(model, m)?;
         let plan = sessions::Plan::new(
             settings::saving(save)?,
@@ -395,10 +404,11 @@ impl SessionSetup {
             resume,
         )?;
         // Last: the person is asked only about a session that can run [U3].
-        let servers = trust::admit(settings::servers(session)?, trust::person_present())?;
+        let servers = trust::admit(servers, trust::person_present())?;
         Ok(SessionSetup {
             config,
             servers,
+            approval,
             options,
             settings: agent,
             model,
@@ -411,6 +421,7 @@ async fn run_session(setup: SessionSetup, prompt: &str, json: bool) -> i32 {
     let SessionSetup {
         model,
         servers,
+        approval,
         config,
         options,
         settings,
@@ -423,6 +434,7 @@ async fn run_session(setup: SessionSetup, prompt: &str, json: bool) -> i32 {
     let saved = transcript.is_some();
     // Signals are honoured from the start, server start-up included.
     let signals = Signals::install();
+    let approval = approve::approval(approval, &servers, trust::person_present(), stdout.clone());
     let host = match start_host(
         servers.specs,
         config,
@@ -440,7 +452,9 @@ async fn run_session(setup: SessionSetup, prompt: &str, json: bool) -> i32 {
         }
     };
     report_down_servers(&host);
-    let agent = Agent::new(model, host, settings, sink).with_hook_context(context.clone());
+    let agent = Agent::new(model, host, settings, sink)
+        .with_hook_context(context.clone())
+        .with_approval(approval);
     let mut agent = match plan.attach(agent, transcript) {
         Ok(agent) => agent,
         Err(code) => {

@@ -384,6 +384,40 @@ fn human_line(event: &AgentEvent) -> Option<Line> {
                 first_lines(text, 4)
             ))
         }
+        AgentEvent::ApprovalAsked { name, .. } => line
+            .plain("  ")
+            .styled(yellow, &format!("? {name} waits for your approval")),
+        AgentEvent::ApprovalAnswered {
+            name,
+            by,
+            allowed,
+            scope,
+            reason,
+            ..
+        } => {
+            let by = match by {
+                agent_loop::DecidedBy::Rule => "a rule (autoApprove)",
+                agent_loop::DecidedBy::Session => "an earlier answer for this session",
+                agent_loop::DecidedBy::Always => "an earlier answer for good",
+                agent_loop::DecidedBy::Person => "you",
+                agent_loop::DecidedBy::Nobody => "nobody (no one could be asked)",
+            };
+            let mut text = if *allowed {
+                format!("✓ {name} allowed by {by}")
+            } else {
+                format!("✗ {name} denied by {by}")
+            };
+            match scope.as_deref() {
+                Some("session") => text.push_str(", for this session"),
+                Some("always") => text.push_str(", for good"),
+                _ => {}
+            }
+            if let Some(reason) = reason {
+                text.push_str(&format!(": {reason}"));
+            }
+            let style = if *allowed { dim } else { red };
+            line.plain("  ").styled(style, &text)
+        }
         AgentEvent::Hook(event) => return hook_line(event, yellow, red, green, dim),
         AgentEvent::Injected { tool_name, .. } => line.styled(
             dim,

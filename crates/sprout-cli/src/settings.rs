@@ -63,7 +63,15 @@ pub(crate) enum ConfigProblem {
         /// The value.
         value: String,
     },
-    /// The sampling temperature is not a number from 0 to 2.
+    /// Not `ask` or `auto` \[U4\].
+    #[error("{setting}={value:?} is not valid: expected ask or auto")]
+    NotAnApprovalMode {
+        /// Where the value came from.
+        setting: String,
+        /// The value.
+        value: String,
+    },
+    /// A temperature out of range.
     #[error(
         "{setting}={value:?} is not valid: expected a temperature from 0 to 2, such as 0 or 0.7"
     )]
@@ -350,6 +358,19 @@ fn servers_from(path: &Path, project: bool) -> Result<Servers, ConfigProblem> {
             entries: trust::entries(&text),
             project,
         }),
+    })
+}
+
+/// The approval mode \[U4\].
+pub(crate) fn approval_mode(
+    args: &SessionArgs,
+    matches: &ArgMatches,
+) -> Result<agent_loop::ApprovalMode, ConfigProblem> {
+    agent_loop::ApprovalMode::parse(&args.approval).ok_or_else(|| {
+        ConfigProblem::NotAnApprovalMode {
+            setting: source_name(matches, "approval", "--approval", "SPROUT_AGENT_APPROVAL"),
+            value: args.approval.clone(),
+        }
     })
 }
 

@@ -23,6 +23,11 @@ pub(crate) struct AcpClient {
     /// Every line of stdout so far, in the order it came.
     seen: Arc<Mutex<Vec<Value>>>,
     next_id: u64,
+    /// The kind of option every `session/request_permission` is answered
+    /// with (`allow_once`, …), or `cancelled`.
+    pub(crate) choose: String,
+    /// Every request sprout sent, in order.
+    pub(crate) asked: Vec<Value>,
 }
 
 impl AcpClient {
@@ -57,7 +62,35 @@ impl AcpClient {
             parked: Vec::new(),
             seen,
             next_id: 1,
+            choose: "allow_once".to_owned(),
+            asked: Vec::new(),
         }
+    }
+
+    /// Answers a request from sprout: a permission request with the option
+    /// of kind `self.choose` (or `cancelled`), anything else with an error.
+    fn answer(&mut self, request: Value) {
+        let result = if request["method"] == "session/request_permission" {
+            let option = request["params"]["options"]
+                .as_array()
+                .into_iter()
+                .flatten()
+                .find(|o| o["kind"] == self.choose.as_str())
+                .map(|o| o["optionId"].clone());
+            match option {
+                Some(id) => json!({"outcome": {"outcome": "selected", "optionId": id}}),
+                None => json!({"outcome": {"outcome": "cancelled"}}),
+            }
+        } else {
+            Value::Null
+        };
+        let line = if result.is_null() {
+            json!({"jsonrpc": "2.0", "id": request["id"], "error": {"code": -32601, "message": "not here"}})
+        } else {
+            json!({"jsonrpc": "2.0", "id": request["id"], "result": result})
+        };
+        self.asked.push(request);
+        self.send_raw(&line.to_string());
     }
 
     pub(crate) fn send_raw(&mut self, line: &str) {
@@ -88,6 +121,9 @@ impl AcpClient {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
+                Ok(message) if message.get("method").is_some() && message.get("id").is_some() => {
+                    self.answer(message)
+                }
                 Ok(message) if message.get("method").is_some() => self.updates.push(message),
                 Ok(message) if message["id"] == id => return message,
                 Ok(message) => self.parked.push(message),
@@ -112,6 +148,9 @@ impl AcpClient {
         loop {
             let left = deadline.saturating_duration_since(Instant::now());
             match self.lines.recv_timeout(left) {
+                Ok(message) if message.get("method").is_some() && message.get("id").is_some() => {
+                    self.answer(message)
+                }
                 Ok(message) if message.get("method").is_some() => {
                     let hit = pred(&message["params"]["update"]);
                     self.updates.push(message);
@@ -652,6 +691,17 @@ fn the_official_typescript_sdk_drives_sprout() {
         (Duration::ZERO, end("done")),
         (Duration::ZERO, tool("c2", "fx__work")),
         (Duration::ZERO, end("done, tests too")),
+        // The third agent: one prompt a permission option [U7].
+        (Duration::ZERO, tool("a1", "fx__work")),
+        (Duration::ZERO, end("done")),
+        (Duration::ZERO, tool("a2", "fx__work")),
+        (Duration::ZERO, end("done")),
+        (Duration::ZERO, tool("a3", "fx__work")),
+        (Duration::ZERO, end("done")),
+        (Duration::ZERO, tool("a4", "fx__work")),
+        (Duration::ZERO, end("done")),
+        (Duration::ZERO, tool("a5", "fx__work")),
+        (Duration::ZERO, end("done")),
     ]);
     let sprout = crate::support::sprout();
     let mut command = std::process::Command::new("node");
@@ -669,8 +719,12 @@ fn the_official_typescript_sdk_drives_sprout() {
     command
         .envs(fake.env())
         .env("MCP_HOOK_SERVERS", "*")
-        // Sessions are saved in the scratch directory, not the real home.
-        .env("XDG_STATE_HOME", scratch.0.join(".state"));
+        // The first two agents' tool calls run unasked; the third asks.
+        .env("SPROUT_AGENT_APPROVAL", "auto")
+        // Sessions and trust are kept in the scratch directory, not the
+        // real home.
+        .env("XDG_STATE_HOME", scratch.0.join(".state"))
+        .env("XDG_CONFIG_HOME", scratch.0.join(".config"));
     let out = command.output().expect("node runs");
     let stdout = String::from_utf8_lossy(&out.stdout);
     assert!(
@@ -710,6 +764,31 @@ fn the_official_typescript_sdk_drives_sprout() {
     );
     for kind in ["agent_message_chunk", "tool_call", "tool_call_update"] {
         assert!(replayed.contains(&kind), "no {kind} in {replayed:?}");
+    }
+    // [U7]: the SDK's client answered each option; the call ran for the
+    // allows only, and every question was about the call it had been shown.
+    let approvals = result["approvals"].as_array().unwrap();
+    assert_eq!(approvals.len(), 5, "{result}");
+    for (n, approval) in approvals.iter().enumerate() {
+        let choice = approval["choice"].as_str().unwrap();
+        assert_eq!(approval["stopReason"], "end_turn", "{approval}");
+        let asked = approval["asked"].as_array().unwrap();
+        assert_eq!(asked.len(), 1, "{approval}");
+        assert_eq!(asked[0]["toolCallId"], format!("a{}", n + 1), "{approval}");
+        assert_eq!(
+            asked[0]["kinds"],
+            json!(["allow_once", "allow_always", "reject_once", "reject_always"])
+        );
+        let expected = if choice.starts_with("allow") {
+            "completed"
+        } else {
+            "failed"
+        };
+        assert_eq!(
+            approval["statuses"].as_array().unwrap().last(),
+            Some(&json!(expected)),
+            "{approval}"
+        );
     }
 }
 
@@ -759,8 +838,9 @@ fn sessions_use_their_own_cwd() {
     assert_eq!(
         logged_pids(&log, "start").len(),
         1,
-        "the project's .mcp.json was read"
+        "the project's .mcp.json was read (its servers started once the client allowed them [U3])"
     );
+    assert_eq!(client.asked.len(), 1, "the client was asked once");
     assert!(client.finish().success());
 }
 
@@ -1209,4 +1289,148 @@ fn a_loaded_session_keeps_its_server_failures() {
     let tools = |i: usize| requests[i]["tools"].to_string();
     assert!(tools(0).contains("crashy__work"), "{}", tools(0));
     assert!(!tools(3).contains("crashy__work"), "{}", tools(3));
+}
+
+// [U3] under ACP: before any server of the session cwd's `.mcp.json`
+// starts, the client is asked with `session/request_permission`. Reject
+// starts none (the session works, and says so), allow once starts them for
+// that session only, allow always records trust: the next session asks
+// nothing.
+#[test]
+fn project_servers_start_only_when_the_client_allows_u3() {
+    use crate::support::logged_pids;
+    let scratch = Scratch::new("acp-trust");
+    let project = scratch.0.join("project");
+    std::fs::create_dir_all(&project).unwrap();
+    let log = scratch.path("project.log");
+    std::fs::write(
+        project.join(".mcp.json"),
+        json!({"mcpServers": {"proj": {"command": fixture(), "args": ["--log", &log]}}})
+            .to_string(),
+    )
+    .unwrap();
+    let fake = FakeOpenAi::start(vec![]);
+    let env = fake_env(&fake, &[]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let starts = || logged_pids(&log, "start").len();
+
+    client.choose = "reject_once".into();
+    let session = client.new_session(&project, json!([]));
+    assert_eq!(client.asked.len(), 1, "asked before starting");
+    let question = &client.asked[0]["params"];
+    assert_eq!(question["sessionId"], session.as_str(), "{question}");
+    let title = question["toolCall"]["title"].as_str().unwrap();
+    assert!(title.starts_with("Start the MCP servers of"), "{title}");
+    assert!(
+        question["toolCall"].to_string().contains("proj: "),
+        "{question}"
+    );
+    assert_eq!(starts(), 0, "rejected: nothing started");
+    client.wait_update("the person is told", |u| {
+        u["sessionUpdate"] == "agent_message_chunk"
+            && u["content"]["text"]
+                .as_str()
+                .is_some_and(|t| t.contains("not starting proj"))
+    });
+
+    client.choose = "allow_once".into();
+    client.new_session(&project, json!([]));
+    assert_eq!(starts(), 1, "allowed once: started");
+    client.new_session(&project, json!([]));
+    assert_eq!(client.asked.len(), 3, "once is not remembered");
+
+    client.choose = "allow_always".into();
+    client.new_session(&project, json!([]));
+    assert_eq!(client.asked.len(), 4);
+    client.choose = "reject_once".into();
+    client.new_session(&project, json!([]));
+    assert_eq!(client.asked.len(), 4, "trusted for good: not asked again");
+    assert_eq!(starts(), 4);
+    assert!(client.finish().success());
+}
+
+// [U4] [U6] [U7] under ACP: a tool call that needs approval is put to the
+// client as the tool call it already shows, with the four options; each
+// answer does what it says, and the always and reject-always answers hold
+// for the session's next prompt without asking. A client that answers
+// `cancelled` denies the call, and the model is told how to allow it.
+#[test]
+fn tool_calls_wait_for_the_clients_answer_u7() {
+    let scratch = Scratch::new("acp-approval");
+    let cases = [
+        ("allow_once", true, true),
+        ("reject_once", false, true),
+        ("allow_always", true, false),
+        ("reject_always", false, false),
+        ("cancelled", false, true),
+    ];
+    let mut answers = Vec::new();
+    for _ in &cases {
+        for _ in 0..2 {
+            answers.push((Duration::ZERO, tool("c1", "fx__work")));
+            answers.push((Duration::ZERO, end("done")));
+        }
+    }
+    let fake = FakeOpenAi::start(answers);
+    let env = fake_env(&fake, &[("SPROUT_AGENT_APPROVAL", "ask")]);
+    let mut client = AcpClient::start(&scratch, &refs(&env));
+    client.initialize();
+    let mut request = 0;
+    for (choice, runs, asked_again) in cases {
+        client.choose = choice.into();
+        let session = client.new_session(
+            &scratch.0,
+            json!([fixture_server("fx", &["--tools", "work"])]),
+        );
+        for prompt in 0..2 {
+            let before = client.asked.len();
+            let id = client.prompt(&session, "work");
+            let response = client.response(json!(id), Duration::from_secs(30));
+            assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+            let asked = client.asked.len() - before;
+            let expected = if prompt == 0 || asked_again { 1 } else { 0 };
+            assert_eq!(asked, expected, "{choice}, prompt {prompt}");
+            if asked == 1 {
+                let question = &client.asked[before]["params"];
+                assert_eq!(question["toolCall"]["toolCallId"], "c1", "{question}");
+                let kinds: Vec<&str> = question["options"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .map(|o| o["kind"].as_str().unwrap())
+                    .collect();
+                assert_eq!(
+                    kinds,
+                    ["allow_once", "allow_always", "reject_once", "reject_always"]
+                );
+            }
+            let result = {
+                let requests = fake.requests.lock().unwrap();
+                let last = requests[request + 1]["messages"]
+                    .as_array()
+                    .unwrap()
+                    .last()
+                    .unwrap()
+                    .clone();
+                last["content"].as_str().unwrap().to_owned()
+            };
+            request += 2;
+            if runs {
+                assert_eq!(result, "{}", "{choice}, prompt {prompt}: the tool ran");
+            } else if choice == "cancelled" {
+                assert!(
+                    result.contains("The client cancelled the question."),
+                    "{result}"
+                );
+                assert!(result.contains("--approval auto"), "{result}");
+            } else {
+                assert!(
+                    result.contains("the person denied this call of fx__work"),
+                    "{choice}, prompt {prompt}: {result}"
+                );
+            }
+        }
+    }
+    assert!(client.finish().success());
 }

@@ -72,6 +72,9 @@ pub(crate) fn sprout_command(
     // Trusted servers and tools allowed for good [U2] too: never the real
     // ~/.config.
     cmd.env("XDG_CONFIG_HOME", dir.join(".config"));
+    // Tool calls run unasked, as a script that set --approval auto has them;
+    // the approval tests ask for `ask` themselves [U4].
+    cmd.env("SPROUT_AGENT_APPROVAL", "auto");
     cmd.envs(env.iter().copied());
     cmd
 }

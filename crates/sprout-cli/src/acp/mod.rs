@@ -26,7 +26,9 @@
 //! The module's files, one job each: `serve` (the SDK's handlers and the
 //! connection), `session` (the session table: sessions, one prompt at a
 //! time, the tasks, close and disconnect), `updates` (our events and end
-//! reasons as ACP updates and stop reasons), `framing` (the bytes on stdio).
+//! reasons as ACP updates and stop reasons), `ask` (questions to the person
+//! through the client: project trust, tool approval), `framing` (the bytes
+//! on stdio).
 //! Here: what every session is made of ([`AcpConfig`]) and what can end the
 //! connection ([`AcpError`]).
 
@@ -35,8 +37,9 @@ use std::sync::{Arc, Mutex};
 use agent_client_protocol as acp;
 use agent_loop::{AgentSettings, Model};
 use hooks_core::HookConfig;
-use hooks_mcp::{HostOptions, ServerSpec};
+use hooks_mcp::HostOptions;
 
+mod ask;
 mod framing;
 mod serve;
 mod session;
@@ -59,7 +62,9 @@ pub(crate) struct AcpConfig {
     pub(crate) max_frame_bytes: usize,
     /// Servers every session gets before the client's own: those of
     /// `--mcp-config`, or `None` to read `.mcp.json` in each session's `cwd`.
-    pub(crate) servers: Option<Vec<ServerSpec>>,
+    pub(crate) servers: Option<crate::trust::Servers>,
+    /// Whether tool calls wait for the person's approval \[U4\].
+    pub(crate) approval: agent_loop::ApprovalMode,
     /// Where sessions' transcripts are written; `None` when not saved.
     pub(crate) save_in: Option<std::path::PathBuf>,
     /// Where `session/load` looks for saved sessions.

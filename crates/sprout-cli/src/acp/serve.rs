@@ -52,16 +52,14 @@ pub(crate) async fn serve(config: AcpConfig, stop: CancellationToken) -> Result<
                 on_receive_request!(),
             )
             .on_receive_request(
-                async move |request: s::NewSessionRequest, responder, _cx: ConnectionTo<Client>| {
-                    new_session(&new, request, responder)
+                async move |request: s::NewSessionRequest, responder, cx: ConnectionTo<Client>| {
+                    new_session(&new, request, responder, cx)
                 },
                 on_receive_request!(),
             )
             .on_receive_request(
-                async move |request: s::LoadSessionRequest,
-                            responder,
-                            _cx: ConnectionTo<Client>| {
-                    load_session(&load, request, responder)
+                async move |request: s::LoadSessionRequest, responder, cx: ConnectionTo<Client>| {
+                    load_session(&load, request, responder, cx)
                 },
                 on_receive_request!(),
             )
@@ -124,13 +122,12 @@ fn load_session(
     sessions: &Arc<Sessions>,
     request: s::LoadSessionRequest,
     responder: Responder<s::LoadSessionResponse>,
+    client: ConnectionTo<Client>,
 ) -> Result<(), acp::Error> {
     let table = sessions.clone();
-    answer_when_started(
-        sessions,
-        responder,
-        async move { table.load(request).await },
-    );
+    answer_when_started(sessions, responder, async move {
+        table.load(request, client).await
+    });
     Ok(())
 }
 
@@ -139,13 +136,12 @@ fn new_session(
     sessions: &Arc<Sessions>,
     request: s::NewSessionRequest,
     responder: Responder<s::NewSessionResponse>,
+    client: ConnectionTo<Client>,
 ) -> Result<(), acp::Error> {
     let table = sessions.clone();
-    answer_when_started(
-        sessions,
-        responder,
-        async move { table.open(request).await },
-    );
+    answer_when_started(sessions, responder, async move {
+        table.open(request, client).await
+    });
     Ok(())
 }
 

@@ -19,18 +19,21 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use agent_client_protocol::v1::ConnectionTo;
 use agent_client_protocol::v1::schema as s;
-use agent_client_protocol::{self as acp};
+use agent_client_protocol::{self as acp, Client};
 use agent_loop::{Agent, PromptOutcome};
 use hooks_core::{HookContext, ServerName, ServerNameError, SessionEndReason, SetupError};
 use hooks_mcp::{Host, ServerSpec, TransportSpec};
 use tokio_util::sync::CancellationToken;
 
+use super::ask::{self, TrustAnswer};
 use super::framing::Out;
 use super::updates::UpdateSink;
 use super::{AcpConfig, lock};
 use crate::sessions::{LockError, SessionLock};
 use crate::settings::ConfigProblem;
+use crate::trust::{Pending, Servers};
 
 /// How long the end of a session, or of the connection, waits for a
 /// running prompt to stop.
@@ -234,6 +237,7 @@ impl Sessions {
     pub(super) async fn open(
         &self,
         request: s::NewSessionRequest,
+        client: ConnectionTo<Client>,
     ) -> Result<(s::NewSessionResponse, Arc<UpdateSink>), SessionError> {
         let n = self.next_session.fetch_add(1, Ordering::SeqCst);
         let id = match &self.config.save_in {
@@ -242,7 +246,7 @@ impl Sessions {
             None => format!("sprout-{n}"),
         };
         let (session_id, updates) = self
-            .start(&id, &request.cwd, &request.mcp_servers, None)
+            .start(&id, &request.cwd, &request.mcp_servers, None, client)
             .await?;
         Ok((s::NewSessionResponse::new(session_id), updates))
     }
@@ -257,6 +261,7 @@ impl Sessions {
     pub(super) async fn load(
         &self,
         request: s::LoadSessionRequest,
+        client: ConnectionTo<Client>,
     ) -> Result<(s::LoadSessionResponse, Arc<UpdateSink>), SessionError> {
         let id = request.session_id.0.to_string();
         if lock(&self.open).contains_key(&id) {
@@ -286,18 +291,63 @@ impl Sessions {
             why: e.to_string(),
         })?;
         let (_, updates) = self
-            .start(&id, &request.cwd, &request.mcp_servers, Some((saved, lock)))
+            .start(
+                &id,
+                &request.cwd,
+                &request.mcp_servers,
+                Some((saved, lock)),
+                client,
+            )
             .await?;
         Ok((s::LoadSessionResponse::new(), updates))
     }
 
     /// The servers of the `.mcp.json` in `cwd` that may start: the
-    /// trusted ones \[U2\].
-    async fn project_servers(&self, cwd: &Path) -> Result<Vec<ServerSpec>, SessionError> {
+    /// trusted ones, and the untrusted ones if the person lets them start,
+    /// asked through the client before any of them starts \[U3\]. The
+    /// session works either way; what did not start is said to the person.
+    async fn project_servers(
+        &self,
+        cwd: &Path,
+        session: &str,
+        client: &ConnectionTo<Client>,
+        updates: &UpdateSink,
+    ) -> Result<Servers, SessionError> {
         let mut servers = crate::settings::servers_in(cwd)?;
-        let pending = crate::trust::Pending::of(&servers).map_err(ConfigProblem::from)?;
-        pending.withhold(&mut servers);
-        Ok(servers.specs)
+        let pending = Pending::of(&servers).map_err(ConfigProblem::from)?;
+        if pending.is_empty() {
+            return Ok(servers);
+        }
+        let not_started = |why: &str| {
+            format!(
+                "not starting {} of {}: {why}; the session goes on without them (`sprout trust {}` trusts them)",
+                pending.names().join(", "),
+                pending.file.display(),
+                cwd.display()
+            )
+        };
+        match ask::trust(client, session, &pending.file, &pending.shown).await {
+            Ok(TrustAnswer::Always) => {
+                if let Err(e) = pending.trust() {
+                    tracing::warn!("{e}");
+                    updates.say(&format!(
+                        "could not record the trust ({e}); they start this once"
+                    ));
+                }
+            }
+            Ok(TrustAnswer::Once) => {}
+            Ok(TrustAnswer::Reject) => {
+                updates.say(&not_started("you chose not to start them"));
+                pending.withhold(&mut servers);
+            }
+            Err(e) => {
+                updates.say(&not_started(&format!(
+                    "the client could not be asked ({e})"
+                )));
+                pending.withhold(&mut servers);
+            }
+        }
+        Ok(servers)
     }
 
     /// Starts session `id` in `cwd` with the client's `servers` (after
@@ -308,6 +358,7 @@ impl Sessions {
         cwd: &Path,
         servers: &[s::McpServer],
         saved: Option<(agent_loop::transcript::SavedSession, SessionLock)>,
+        client: ConnectionTo<Client>,
     ) -> Result<(s::SessionId, Arc<UpdateSink>), SessionError> {
         let (saved, mut held) = match saved {
             Some((saved, held)) => (Some(saved), Some(held)),
@@ -316,18 +367,37 @@ impl Sessions {
         if !cwd.is_absolute() || !cwd.is_dir() {
             return Err(SessionError::BadCwd(cwd.display().to_string()));
         }
-        let mut specs = match &self.config.servers {
-            Some(specs) => specs.clone(),
-            None => self.project_servers(cwd).await?,
-        };
-        for spec in client_servers(servers, cwd)? {
-            if specs.iter().any(|s| s.name == spec.name) {
-                return Err(SessionError::Configured(spec.name));
-            }
-            specs.push(spec);
-        }
         let session_id = s::SessionId::new(id.to_owned());
         let updates = UpdateSink::new(self.out.clone(), session_id.clone());
+        // The client's own servers are checked before the person is asked
+        // about the project's.
+        let theirs = client_servers(servers, cwd)?;
+        let mut servers = match &self.config.servers {
+            Some(servers) => servers.clone(),
+            None => self.project_servers(cwd, id, &client, &updates).await?,
+        };
+        for spec in theirs {
+            if servers.specs.iter().any(|s| s.name == spec.name) {
+                return Err(SessionError::Configured(spec.name));
+            }
+            servers.specs.push(spec);
+        }
+        let approval = crate::approve::with_rules(
+            agent_loop::Approval::new(
+                self.config.approval,
+                ask::approver(ask::ClientApprover {
+                    client,
+                    session: session_id.clone(),
+                    remembered: crate::approve::Remembered::of(&servers),
+                    file: servers
+                        .source
+                        .as_ref()
+                        .map(|s| s.path.display().to_string()),
+                }),
+            ),
+            &servers,
+        );
+        let specs = servers.specs;
         let cwd = cwd.display().to_string();
         let sink = updates.clone().into_sink();
         let transcript = self.transcript(id, &cwd, saved.as_ref());
@@ -363,7 +433,8 @@ impl Sessions {
             cwd,
         };
         let mut agent = Agent::new(config.model.clone(), host, config.agent.clone(), sink)
-            .with_hook_context(context);
+            .with_hook_context(context)
+            .with_approval(approval);
         if let Some(transcript) = transcript {
             agent = agent.with_observer(transcript);
         }

@@ -149,6 +149,14 @@ impl UpdateSink {
         }
     }
 
+    /// Tells the person `text`, as a message of the agent's (held, as
+    /// every update, until the session is released).
+    pub(super) fn say(&self, text: &str) {
+        self.emit(&s::SessionUpdate::AgentMessageChunk(s::ContentChunk::new(
+            format!("[sprout] {text}\n").into(),
+        )));
+    }
+
     /// Sends what was held, and from now on sends at once. The lock is held
     /// throughout, so that nothing sent meanwhile overtakes what was held.
     pub(super) fn release(&self) {

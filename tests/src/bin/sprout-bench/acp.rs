@@ -81,8 +81,10 @@ impl Surface {
             }
         }
         // Sessions are saved, as by default, but in the scratch directory:
-        // a benchmark run leaves nothing in the person's state directory.
+        // a benchmark run leaves nothing in the person's state directory,
+        // nor trust in its configuration directory.
         cmd.env("XDG_STATE_HOME", dir.join(".state"));
+        cmd.env("XDG_CONFIG_HOME", dir.join(".config"));
         cmd.envs(self.model.env());
         cmd.envs(env.iter().map(|(k, v)| (k, v)));
         cmd
@@ -175,16 +177,30 @@ impl Surface {
     /// calls a fixture tool `rounds` times before it ends, as the prompt's
     /// latency minus that of a prompt without tools (run just before it in
     /// a fresh session), divided by `rounds`. One server, hooks on, as in
-    /// figure 4.
+    /// figure 4. The server is `--mcp-config`'s, whose rule
+    /// (`autoApprove`) approves each call \[U4\], in the default `ask` mode.
     pub(crate) fn tool_loop(&self, rounds: usize, reps: usize) -> Result<Stats, String> {
         let scratch = Scratch::new("bench-acp-tools");
         let env = [
             ("MCP_HOOK_SERVERS", "*".to_owned()),
             ("SPROUT_AGENT_MAX_ROUNDS", (rounds + 10).to_string()),
         ];
-        let mut acp = self.acp(&scratch, "tools", &env)?;
-        let server = [json!({"name": "fx", "command": self.fixture, "env": [],
-                             "args": ["--tools", "t", "--hooks", "_Stop", "--stop", "empty"]})];
+        let config = scratch.0.join("tools.json");
+        let entry = json!({"command": self.fixture, "autoApprove": ["t"],
+                           "args": ["--tools", "t", "--hooks", "_Stop", "--stop", "empty"]});
+        std::fs::write(&config, json!({"mcpServers": {"fx": entry}}).to_string())
+            .map_err(|e| e.to_string())?;
+        let stderr = scratch.0.join("tools.stderr");
+        let config = config.to_string_lossy().into_owned();
+        let mut acp = Acp::start(
+            self.command(&["acp", "--mcp-config", &config], &env, &scratch.0),
+            stderr,
+        )?;
+        acp.call(
+            "initialize",
+            json!({"protocolVersion": 1, "clientCapabilities": {}}),
+        )?;
+        let server: [Value; 0] = [];
         let mut samples = Vec::with_capacity(reps);
         // The first repetition warms up and is not counted.
         for rep in 0..=reps {

@@ -523,7 +523,9 @@ impl agent_loop::Model for InstantModel {
 
 /// Figure 4: the agent's own time per tool round in a `rounds`-round prompt
 /// (a real stdio tool server with a trivial tool and a `_Stop` hook), total
-/// minus the model's own time, divided by the rounds.
+/// minus the model's own time, divided by the rounds. Tool calls wait for
+/// approval, and a rule of the server's (`autoApprove: ["*"]`) allows each
+/// \[U4\], as `sprout run` has it by default.
 async fn agent_overhead(fixture: &std::path::Path, rounds: usize, reps: usize) -> Stats {
     let mut samples = Vec::with_capacity(reps);
     for _ in 0..reps {
@@ -545,12 +547,15 @@ async fn agent_overhead(fixture: &std::path::Path, rounds: usize, reps: usize) -
             max_rounds: rounds as u32 + 1,
             ..agent_loop::AgentSettings::default()
         };
+        let approval = agent_loop::Approval::ask(Arc::new(agent_loop::Nobody::new("")))
+            .with_rules(ServerName::new("fx").unwrap(), vec!["*".to_owned()]);
         let mut agent = agent_loop::Agent::new(
             model.clone(),
             host,
             settings,
             Arc::new(|_: &agent_loop::Emitted<'_>| {}),
-        );
+        )
+        .with_approval(approval);
         let started = Instant::now();
         let outcome = agent.run_prompt("bench", &CancellationToken::new()).await;
         let total = started.elapsed();
@@ -592,7 +597,8 @@ fn peak_memory(
     let script_path = dir.join("script.jsonl");
     let config_path = dir.join("mcp.json");
     std::fs::write(&script_path, script).map_err(|e| e.to_string())?;
-    let config = json!({"mcpServers": {"fx": {"command": fixture, "args": ["--tools", "t", "--tool-bytes", bytes.to_string()]}}});
+    // A rule lets the tool run, in the default `ask` mode [U4].
+    let config = json!({"mcpServers": {"fx": {"command": fixture, "autoApprove": ["t"], "args": ["--tools", "t", "--tool-bytes", bytes.to_string()]}}});
     std::fs::write(&config_path, config.to_string()).map_err(|e| e.to_string())?;
     let mut child = Command::new(sprout)
         .args([
@@ -611,6 +617,7 @@ fn peak_memory(
         .arg(&config_path)
         // Saved as every session is, but in the scratch directory.
         .env("XDG_STATE_HOME", dir.join(".state"))
+        .env("XDG_CONFIG_HOME", dir.join(".config"))
         .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()

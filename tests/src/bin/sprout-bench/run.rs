@@ -28,6 +28,18 @@ pub(crate) fn start_to_exit(surface: &Surface, n: usize, reps: usize) -> Result<
             json!({"mcpServers": servers}).to_string(),
         )
         .map_err(|e| e.to_string())?;
+        // The project's servers are trusted once, as a person would [U2]:
+        // each run then checks that trust, as every run does.
+        let trusted = surface
+            .command(&["trust", "--yes"], &[], &scratch.0)
+            .output()
+            .map_err(|e| format!("cannot run sprout trust: {e}"))?;
+        if !trusted.status.success() {
+            return Err(format!(
+                "sprout trust failed: {}",
+                String::from_utf8_lossy(&trusted.stderr)
+            ));
+        }
     }
     let env = [("MCP_HOOK_SERVERS", "*".to_owned())];
     let mut samples = Vec::with_capacity(reps);
