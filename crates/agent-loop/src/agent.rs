@@ -334,7 +334,14 @@ impl<G: Gateway> Agent<G> {
                     text: response.text.clone(),
                 });
             }
-            let calls = response.tool_calls.clone();
+            // A model's id that an earlier call (a synthetic hook pair's,
+            // say) has already is given a fresh one: no request carries two
+            // calls of one id (Anthropic refuses such a request).
+            let mut calls: Vec<ToolCall> = Vec::with_capacity(response.tool_calls.len());
+            for call in &response.tool_calls {
+                let id = self.fresh_id(&call.id, &calls);
+                calls.push(ToolCall { id, ..call.clone() });
+            }
             self.push(Message::Assistant {
                 text: response.text.clone(),
                 tool_calls: calls.clone(),
@@ -726,10 +733,40 @@ impl<G: Gateway> Agent<G> {
     fn inject(&mut self, injections: &[Injection]) {
         for injection in injections {
             self.emit_injected(injection);
-            for message in injection_pair(injection) {
+            let id = self.fresh_id(&injection.call_id, &[]);
+            let pair = if id == injection.call_id {
+                injection_pair(injection)
+            } else {
+                injection_pair(&Injection {
+                    call_id: id,
+                    ..injection.clone()
+                })
+            };
+            for message in pair {
                 self.push(message);
             }
         }
+    }
+
+    /// `id`, or `id` with a suffix (`-2`, `-3`, …) when a call of the
+    /// history or of `taken` has it already.
+    fn fresh_id(&self, id: &str, taken: &[ToolCall]) -> String {
+        let used = |candidate: &str| {
+            taken.iter().any(|c| c.id == candidate)
+                || self.history.iter().any(|m| match m {
+                    Message::Assistant { tool_calls, .. } => {
+                        tool_calls.iter().any(|c| c.id == candidate)
+                    }
+                    _ => false,
+                })
+        };
+        if !used(id) {
+            return id.to_owned();
+        }
+        (2u32..)
+            .map(|n| format!("{id}-{n}"))
+            .find(|candidate| !used(candidate))
+            .unwrap_or_else(|| id.to_owned())
     }
 
     /// Says that `injection` entered the history \[O1\].

@@ -65,6 +65,13 @@ const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 /// Runs the command line with `args` (the program name first) and returns
 /// the exit status.
 pub fn main_with(args: Vec<OsString>) -> i32 {
+    // clap's message for a variable that is not UTF-8 does not name it.
+    if let Some(name) = variable_not_text(&Cli::command()) {
+        report_error(&format!(
+            "sprout: {name} is set to bytes that are not UTF-8 text; set it to a valid value, or unset it"
+        ));
+        return EXIT_USAGE;
+    }
     let matches = match Cli::command().try_get_matches_from(args) {
         Ok(matches) => matches,
         Err(e) => {
@@ -104,6 +111,17 @@ pub fn main_with(args: Vec<OsString>) -> i32 {
             EXIT_USAGE
         }
     }
+}
+
+/// The first environment variable of `command` (or of any subcommand)
+/// that is set to something that is not UTF-8.
+fn variable_not_text(command: &clap::Command) -> Option<String> {
+    let own = command
+        .get_arguments()
+        .filter_map(|arg| arg.get_env())
+        .find(|name| std::env::var_os(name).is_some_and(|v| v.to_str().is_none()))
+        .map(|name| name.to_string_lossy().into_owned());
+    own.or_else(|| command.get_subcommands().find_map(variable_not_text))
 }
 
 /// Writes a line to stderr; a stderr that is gone (a closed terminal after

@@ -53,7 +53,11 @@ pub(crate) struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
-        let clean = String::from_utf8_lossy(&printable_bytes(buf)).into_owned();
+        let bytes = printable_bytes(buf);
+        let clean = String::from_utf8_lossy(&bytes);
+        // Whatever RUST_LOG lets through (the MCP SDK's errors quote the
+        // URLs they failed on), no URL's credentials reach the log.
+        let clean = redact_urls(&clean).into_owned();
         // Queued for the stderr writer thread, which never makes us wait.
         Stdout::stderr().push(Item::Text(clean));
         Ok(buf.len())
@@ -62,6 +66,32 @@ impl Write for LogWriter {
     fn flush(&mut self) -> std::io::Result<()> {
         Ok(())
     }
+}
+
+/// `text` with every `http://` or `https://` URL in it (up to white space
+/// or a quote) shown as [`hooks_mcp::redact_url`] shows it: user-info and
+/// secret-looking query values as `***`.
+pub(crate) fn redact_urls(text: &str) -> Cow<'_, str> {
+    if !text.contains("http://") && !text.contains("https://") {
+        return Cow::Borrowed(text);
+    }
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = [rest.find("http://"), rest.find("https://")]
+        .into_iter()
+        .flatten()
+        .min()
+    {
+        out.push_str(&rest[..at]);
+        let url = &rest[at..];
+        let end = url
+            .find(|c: char| c.is_whitespace() || "\"'`<>".contains(c))
+            .unwrap_or(url.len());
+        out.push_str(&hooks_mcp::redact_url(&url[..end]));
+        rest = &url[end..];
+    }
+    out.push_str(rest);
+    Cow::Owned(out)
 }
 
 /// Runs `write` with the spinner, if one is drawn, hidden for the moment
@@ -635,6 +665,20 @@ fn first_lines(text: &str, n: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn log_lines_never_carry_a_urls_credentials() {
+        let line = r#"worker quit: Client(reqwest::Error { url: "http://u:pw@127.0.0.1:9/mcp?api_key=s3cret&x=1", source: x }) and https://h/?token=t0k end"#;
+        let shown = redact_urls(line);
+        assert!(
+            !shown.contains("s3cret") && !shown.contains("t0k") && !shown.contains("pw"),
+            "{shown}"
+        );
+        assert!(shown.contains("x=1"), "{shown}");
+        assert!(shown.ends_with(" end"), "{shown}");
+        assert_eq!(redact_urls("no url here"), "no url here");
+    }
+
     use super::*;
 
     #[test]

@@ -32,7 +32,12 @@ pub(crate) struct AcpClient {
 
 impl AcpClient {
     pub(crate) fn start(scratch: &Scratch, env: &[(&str, &str)]) -> AcpClient {
-        let mut child = sprout_command(&["acp"], env, &scratch.0)
+        AcpClient::start_with(scratch, &["acp"], env)
+    }
+
+    /// `sprout ARGS` (`acp` and its flags) as the agent.
+    pub(crate) fn start_with(scratch: &Scratch, args: &[&str], env: &[(&str, &str)]) -> AcpClient {
+        let mut child = sprout_command(args, env, &scratch.0)
             .stdin(Stdio::piped())
             .stdout(Stdio::piped())
             .stderr(Stdio::null())
@@ -1432,5 +1437,47 @@ fn tool_calls_wait_for_the_clients_answer_u7() {
             }
         }
     }
+    assert!(client.finish().success());
+}
+
+// [F2] under ACP: a required gate that goes down is a visible message to
+// the client (an agent message, not a thought), with the event in `_meta`.
+#[test]
+fn a_required_gate_going_down_is_shown_to_the_client_f2() {
+    let scratch = Scratch::new("acp-guard");
+    let config = scratch.path("gate.json");
+    std::fs::write(
+        &config,
+        json!({"mcpServers": {"gate": {"command": fixture(), "args": ["--stop", "exit"], "required": true}}})
+            .to_string(),
+    )
+    .unwrap();
+    let fake = FakeOpenAi::start(vec![
+        (Duration::ZERO, end("done")),
+        (Duration::ZERO, end("done, really")),
+    ]);
+    let env = fake_env(&fake, &[("MCP_HOOK_SERVERS", "*")]);
+    let mut client =
+        AcpClient::start_with(&scratch, &["acp", "--mcp-config", &config], &refs(&env));
+    client.initialize();
+    let session = client.new_session(&scratch.0, json!([]));
+    let id = client.prompt(&session, "go");
+    let response = client.response(json!(id), Duration::from_secs(30));
+    assert_eq!(response["result"]["stopReason"], "end_turn", "{response}");
+    let shown = client
+        .updates
+        .iter()
+        .map(|u| &u["params"]["update"])
+        .find(|u| u["_meta"]["sprout/event"]["event"] == "guard_down")
+        .unwrap_or_else(|| panic!("no guard_down: {:#?}", client.updates))
+        .clone();
+    assert_eq!(shown["sessionUpdate"], "agent_message_chunk", "{shown}");
+    assert!(
+        shown["content"]["text"]
+            .as_str()
+            .unwrap()
+            .contains("required gate gate is down"),
+        "{shown}"
+    );
     assert!(client.finish().success());
 }

@@ -100,3 +100,49 @@ fn a_bad_server_url_does_not_leak_its_query() {
         );
     }
 }
+
+// A variable set to bytes that are not UTF-8 is named in the message.
+#[test]
+fn a_variable_that_is_not_text_is_named() {
+    use std::os::unix::ffi::OsStrExt as _;
+    let scratch = Scratch::new("errors-not-text");
+    for name in [
+        "SPROUT_AGENT_MAX_ROUNDS",
+        "OPENAI_COMPAT_MODEL",
+        "MCP_HOOK_SERVERS",
+    ] {
+        let out = crate::support::sprout_command(&["run", "x"], &[], &scratch.0)
+            .env(name, std::ffi::OsStr::from_bytes(b"5\xff"))
+            .output()
+            .unwrap();
+        let stderr = text(&out.stderr);
+        assert_eq!(out.status.code(), Some(2), "{name}: {stderr}");
+        assert!(
+            stderr.contains(&format!("{name} is set to bytes that are not UTF-8")),
+            "{stderr}"
+        );
+    }
+}
+
+// Whatever RUST_LOG lets through, a server URL's credentials never reach
+// the log: the MCP SDK's own error lines quote the URL they failed on.
+#[test]
+fn no_log_level_shows_a_urls_secret() {
+    let scratch = Scratch::new("errors-log-secret");
+    let path = scratch.path("mcp.json");
+    let config = serde_json::json!({"mcpServers": {"web": {"type": "http", "url": "http://127.0.0.1:9/mcp?api_key=s3cret&x=1"}}});
+    std::fs::write(&path, config.to_string()).unwrap();
+    for level in ["warn", "debug", "trace"] {
+        let out = run_sprout(
+            &["hooks", "list", "--mcp-config", &path],
+            &[("RUST_LOG", level)],
+            &scratch.0,
+        );
+        let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+        assert!(
+            all.contains("127.0.0.1:9"),
+            "{level}: the server is named: {all}"
+        );
+        assert!(!all.contains("s3cret"), "{level}: the secret leaked: {all}");
+    }
+}

@@ -82,6 +82,47 @@ async fn objection_continues_then_stops_s4_i1() {
     );
 }
 
+// A model whose own call id happens to be a synthetic pair's (`sprout-1-0`,
+// or twice the same in one turn) gets fresh ids: no request carries two
+// calls of one id, and every result answers its own call.
+#[tokio::test]
+async fn a_models_call_id_never_equals_another_calls() {
+    let model = Recorder::new(vec![
+        say("done?"),
+        call(&[
+            ("sprout-1-0", "todo__todo", "{}"),
+            ("sprout-1-0", "todo__todo", "{}"),
+        ]),
+        say("done."),
+    ]);
+    let gateway = FakeGateway::new(
+        vec![todo_server(vec![Some("1 item open"), Some("")])],
+        Some("*"),
+        3,
+    );
+    let (mut agent, _) = agent(model.clone(), gateway, AgentSettings::default());
+    let outcome = agent
+        .run_prompt("build it", &CancellationToken::new())
+        .await;
+    assert_eq!(outcome.reason, EndReason::NoObjection);
+    let last = &model.requests.lock().unwrap()[2].messages;
+    let ids: Vec<&str> = last
+        .iter()
+        .flat_map(|m| match m {
+            Message::Assistant { tool_calls, .. } => {
+                tool_calls.iter().map(|c| c.id.as_str()).collect()
+            }
+            _ => Vec::new(),
+        })
+        .collect();
+    assert_eq!(
+        ids,
+        ["sprout-1-0", "sprout-1-0-2", "sprout-1-0-3"],
+        "{last:?}"
+    );
+    agent_loop::check_pairing(last).expect("every call has its own result");
+}
+
 // [S2]: the model ends twice in a row after an objection: declined.
 #[tokio::test]
 async fn model_that_declines_is_let_go_s2() {
