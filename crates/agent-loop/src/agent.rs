@@ -473,14 +473,17 @@ impl<G: Gateway> Agent<G> {
             })
             .collect();
         // [U5]: approval after _PreToolUse, before the call.
-        let refused = match self.approve(calls, refused, cancel).await {
-            Ok(refused) => refused,
-            Err(e) => {
-                let results = calls.iter().map(|_| (cancelled_output(), Duration::ZERO));
-                self.record_results(calls, results.collect());
-                return Err(e);
-            }
-        };
+        let (refused, withdrawn) = self.approve(calls, refused, cancel).await;
+        if withdrawn {
+            // A cancel while the person was asked: nothing runs, and the
+            // policy's prompt ends as a cancelled round's does [T5].
+            let results = refused
+                .into_iter()
+                .map(|r| (r.unwrap_or_else(cancelled_output), Duration::ZERO));
+            self.record_results(calls, results.collect());
+            let _ = self.gateway.abort(AbortReason::Cancelled);
+            return Err(AskError::Cancelled);
+        }
         let to_run: Vec<ToolCall> = calls
             .iter()
             .zip(&refused)
@@ -535,23 +538,28 @@ impl<G: Gateway> Agent<G> {
     /// Approval of the calls `_PreToolUse` let through \[U4\]-\[U7\]: each
     /// call that reaches a tool runs only if a rule, an earlier answer or
     /// the person allows it; a denied one gets its error result in
-    /// `refused`. The wait for the person counts against no deadline; a
-    /// cancel withdraws the question and ends the prompt \[U5\].
+    /// `refused`, and so does one that reaches no tool \[H3\] (so nothing
+    /// unapproved reaches the gateway, even a tool that came up meanwhile).
+    /// The wait for the person counts against no deadline; a cancel
+    /// withdraws the question (`true`: the prompt is to end) \[U5\].
     async fn approve(
         &mut self,
         calls: &[ToolCall],
         mut refused: Vec<Option<ToolOutput>>,
         cancel: &CancellationToken,
-    ) -> Result<Vec<Option<ToolOutput>>, AskError> {
+    ) -> (Vec<Option<ToolOutput>>, bool) {
         if self.approval.mode() == ApprovalMode::Auto {
-            return Ok(refused);
+            return (refused, false);
         }
-        for (call, refusal) in calls.iter().zip(refused.iter_mut()) {
-            if refusal.is_some() {
+        for (i, call) in calls.iter().enumerate() {
+            if refused[i].is_some() {
                 continue; // refused by _PreToolUse: nobody is asked [U5]
             }
             let Some(owner) = self.gateway.tool_owner(&call.name) else {
-                continue; // reaches no tool [H3]
+                // Reaches no tool [H3]: answered as the gateway would, asks
+                // nobody, and is never sent.
+                refused[i] = Some(ToolOutput::error(format!("unknown tool: {}", call.name)));
+                continue;
             };
             let answered = |by, allowed, scope: Option<&str>, reason: Option<String>| {
                 AgentEvent::ApprovalAnswered {
@@ -564,11 +572,12 @@ impl<G: Gateway> Agent<G> {
                 }
             };
             match self.approval.decide(&owner) {
+                // Auto mode returned above.
                 None => {}
                 Some(Standing::Allowed(by)) => self.emit(answered(by, true, None, None)),
                 Some(Standing::Denied(reason)) => {
                     self.emit(answered(DecidedBy::Session, false, None, reason.clone()));
-                    *refusal = Some(denied_output(&call.name, reason.as_deref()));
+                    refused[i] = Some(denied_output(&call.name, reason.as_deref()));
                 }
                 Some(Standing::Ask) => {
                     self.emit(AgentEvent::ApprovalAsked {
@@ -585,7 +594,7 @@ impl<G: Gateway> Agent<G> {
                         () = cancel.cancelled() => {
                             let why = "withdrawn: the prompt was cancelled".to_owned();
                             self.emit(answered(DecidedBy::Nobody, false, None, Some(why)));
-                            return Err(AskError::Cancelled);
+                            return (refused, true);
                         }
                     };
                     self.approval.remember(&owner, &answer);
@@ -598,15 +607,15 @@ impl<G: Gateway> Agent<G> {
                             answered(DecidedBy::Person, true, Some("always"), None)
                         }
                         Answer::Deny { reason } => {
-                            *refusal = Some(denied_output(&call.name, reason.as_deref()));
+                            refused[i] = Some(denied_output(&call.name, reason.as_deref()));
                             answered(DecidedBy::Person, false, None, reason.clone())
                         }
                         Answer::DenySession { reason } => {
-                            *refusal = Some(denied_output(&call.name, reason.as_deref()));
+                            refused[i] = Some(denied_output(&call.name, reason.as_deref()));
                             answered(DecidedBy::Person, false, Some("session"), reason.clone())
                         }
                         Answer::Unanswered { how } => {
-                            *refusal = Some(ToolOutput::error(format!(
+                            refused[i] = Some(ToolOutput::error(format!(
                                 "{} was not run: tool calls need the person's approval, and nobody could be asked. {how}",
                                 call.name
                             )));
@@ -617,7 +626,7 @@ impl<G: Gateway> Agent<G> {
                 }
             }
         }
-        Ok(refused)
+        (refused, false)
     }
 
     /// Emits and records one result per call, in call order.

@@ -273,25 +273,9 @@ impl Approval {
 
 /// Whether bare tool name `tool` matches an `autoApprove` `pattern`: the
 /// whole name, where each `*` stands for any run of characters, none
-/// included \[U4\].
+/// included \[U4\] (the gate's `--gate-tool` patterns read the same way).
 pub fn pattern_matches(pattern: &str, tool: &str) -> bool {
-    let mut parts = pattern.split('*');
-    // Invariant: split yields a first part, if an empty one.
-    let first = parts.next().unwrap_or_default();
-    let Some(mut rest) = tool.strip_prefix(first) else {
-        return false;
-    };
-    let mut parts: Vec<&str> = parts.collect();
-    let Some(last) = parts.pop() else {
-        return rest.is_empty(); // no `*`: the whole name
-    };
-    for part in parts {
-        match rest.find(part) {
-            Some(at) => rest = &rest[at + part.len()..],
-            None => return false,
-        }
-    }
-    rest.ends_with(last)
+    hooks_core::name::glob(pattern, tool)
 }
 
 #[cfg(test)]

@@ -271,6 +271,33 @@ impl<'de> Deserialize<'de> for HookPoint {
     }
 }
 
+/// Whether `name` matches `pattern`, where `*` matches any run of characters
+/// (none included) and every other character itself.
+pub fn glob(pattern: &str, name: &str) -> bool {
+    let (pattern, name): (Vec<char>, Vec<char>) =
+        (pattern.chars().collect(), name.chars().collect());
+    let (mut p, mut n) = (0, 0);
+    // Where the last `*` was, and where in `name` it is matched up to.
+    let mut star: Option<(usize, usize)> = None;
+    while n < name.len() {
+        if p < pattern.len() && pattern[p] == '*' {
+            star = Some((p, n));
+            p += 1;
+        } else if p < pattern.len() && pattern[p] == name[n] {
+            p += 1;
+            n += 1;
+        } else if let Some((sp, sn)) = star {
+            // Let the last `*` take one more character, and try again.
+            star = Some((sp, sn + 1));
+            p = sp + 1;
+            n = sn + 1;
+        } else {
+            return false;
+        }
+    }
+    pattern[p..].iter().all(|c| *c == '*')
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

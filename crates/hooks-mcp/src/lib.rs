@@ -56,6 +56,6 @@ pub use connection::{ListingLimits, StartError, kill_all_now};
 pub use host::{EventSink, Host, HostOptions, ModelToolDef, PreparedCall, ServerReport};
 pub use reply::ToolOutput;
 pub use spec::{
-    INHERITED_VARIABLES, ServerSpec, SpecError, TransportSpec, UrlError, check_http_url,
-    child_environment, looks_secret, parse_mcp_servers, redact_url,
+    INHERITED_VARIABLES, McpConfig, ServerSpec, SpecError, TransportSpec, UrlError, check_http_url,
+    child_environment, looks_secret, parse_mcp_config, parse_mcp_servers, redact_url,
 };

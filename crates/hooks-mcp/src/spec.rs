@@ -150,7 +150,36 @@ impl<'de> Deserialize<'de> for OrderedEntries {
 struct Document {
     #[serde(rename = "mcpServers")]
     servers: Option<OrderedEntries>,
+    /// VS Code's name for the same object.
+    #[serde(rename = "servers")]
+    vscode: Option<OrderedEntries>,
 }
+
+/// An `mcpServers` document, read: the servers to start, and what in it
+/// was not used.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct McpConfig {
+    /// The servers, in document order, without those marked `"disabled"`.
+    pub servers: Vec<ServerSpec>,
+    /// What was read but not used, each naming its JSON path: a disabled
+    /// server, a key no entry has. For people; none is an error.
+    pub notes: Vec<String>,
+}
+
+/// The keys of a server entry that Sprout reads.
+const ENTRY_KEYS: [&str; 11] = [
+    "type",
+    "command",
+    "args",
+    "env",
+    "cwd",
+    "url",
+    "headers",
+    "hookTimeoutMs",
+    "autoApprove",
+    "required",
+    "disabled",
+];
 
 /// Parses an `mcpServers` document, keeping the servers in document order.
 ///
@@ -164,15 +193,70 @@ struct Document {
 /// `"hookTimeoutMs"`, the server's own hook deadline (1 to 600000) \[C4\]. A
 /// document without `mcpServers` configures no server.
 pub fn parse_mcp_servers(json: &str) -> Result<Vec<ServerSpec>, SpecError> {
-    let document: Document = serde_json::from_str(json)
-        .map_err(|e| err("", format!("not a valid mcpServers JSON document: {e}")))?;
-    let Some(OrderedEntries(entries)) = document.servers else {
-        return Ok(Vec::new());
+    parse_mcp_config(json).map(|config| config.servers)
+}
+
+/// As [`parse_mcp_servers`], with the notes on what was not used: a
+/// server marked `"disabled": true` (Claude Desktop's and Cline's key) is
+/// not among the servers, and a key of an entry that Sprout does not read
+/// is named. VS Code's `"servers"` is read as `"mcpServers"`; both in one
+/// document is an error.
+pub fn parse_mcp_config(json: &str) -> Result<McpConfig, SpecError> {
+    let not_json =
+        |e: serde_json::Error| err("", format!("not a valid mcpServers JSON document: {e}"));
+    serde_json::from_str::<de::IgnoredAny>(json).map_err(not_json)?;
+    // serde reads a struct from an array too; a configuration is an object.
+    if !json.trim_start().starts_with('{') {
+        return Err(err(
+            "",
+            "expected a JSON object such as {\"mcpServers\": {…}}, found something else",
+        ));
+    }
+    let document: Document = serde_json::from_str(json).map_err(not_json)?;
+    let (top, entries) = match (document.servers, document.vscode) {
+        (Some(_), Some(_)) => {
+            return Err(err(
+                "",
+                "both \"mcpServers\" and \"servers\" (VS Code's name for it) are given; keep one",
+            ));
+        }
+        (Some(OrderedEntries(entries)), None) => ("mcpServers", entries),
+        (None, Some(OrderedEntries(entries))) => ("servers", entries),
+        (None, None) => ("mcpServers", Vec::new()),
     };
-    entries
-        .into_iter()
-        .map(|(key, value)| server_spec(&key, &value))
-        .collect()
+    let mut config = McpConfig {
+        servers: Vec::new(),
+        notes: Vec::new(),
+    };
+    for (key, value) in entries {
+        let spec = server_spec(&key, &value).map_err(|e| SpecError {
+            at: e.at.replacen("mcpServers", top, 1),
+            ..e
+        })?;
+        let fields = value.as_object();
+        for unknown in fields
+            .into_iter()
+            .flat_map(|f| f.keys())
+            .filter(|k| !ENTRY_KEYS.contains(&k.as_str()))
+        {
+            config.notes.push(format!(
+                "{top}.{key}.{unknown} is not a key Sprout reads; it is ignored"
+            ));
+        }
+        match fields.and_then(|f| f.get("disabled")) {
+            None | Some(Value::Null) | Some(Value::Bool(false)) => config.servers.push(spec),
+            Some(Value::Bool(true)) => config.notes.push(format!(
+                "{top}.{key} is disabled (\"disabled\": true); it is not started"
+            )),
+            Some(other) => {
+                return Err(err(
+                    format!("{top}.{key}.disabled"),
+                    format!("expected true or false, found {}", brief(other)),
+                ));
+            }
+        }
+    }
+    Ok(config)
 }
 
 fn server_spec(key: &str, value: &Value) -> Result<ServerSpec, SpecError> {
@@ -580,6 +664,34 @@ mod tests {
             assert_eq!(e.at, at, "{entry}: {e}");
             assert!(e.message.contains(says), "{entry}: {e}");
         }
+    }
+
+    #[test]
+    fn disabled_servers_unknown_keys_and_vscodes_name_are_said() {
+        let config = parse_mcp_config(
+            r#"{"servers": {
+                "on": {"command": "a", "description": "x"},
+                "off": {"command": "b", "disabled": true}
+            }}"#,
+        )
+        .unwrap();
+        assert_eq!(names(&config.servers), ["on"]);
+        assert_eq!(
+            config.notes,
+            [
+                "servers.on.description is not a key Sprout reads; it is ignored",
+                "servers.off is disabled (\"disabled\": true); it is not started",
+            ]
+        );
+        let e = parse_mcp_config(r#"{"servers": {"x": {"command": 1}}}"#).unwrap_err();
+        assert_eq!(e.at, "servers.x.command");
+        let e = parse_mcp_config(r#"[{"x": {"command": "a"}}]"#).unwrap_err();
+        assert!(e.message.contains("expected a JSON object"), "{e}");
+        let e = parse_mcp_config(r#"{"servers": {}, "mcpServers": {}}"#).unwrap_err();
+        assert!(e.message.contains("keep one"), "{e}");
+        let e = parse_mcp_config(r#"{"mcpServers": {"x": {"command": "a", "disabled": "yes"}}}"#)
+            .unwrap_err();
+        assert_eq!(e.at, "mcpServers.x.disabled");
     }
 
     #[test]

@@ -8,6 +8,7 @@
 use std::collections::BTreeSet;
 use std::io::Write as _;
 use std::os::fd::AsFd as _;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,27 +17,36 @@ use std::time::Duration;
 use agent_loop::{Answer, Approval, ApprovalMode, ApprovalRequest, Approver, ToolOwner};
 use async_trait::async_trait;
 
-use crate::render::printable;
+use crate::render::one_line;
 use crate::stdout::Stdout;
-use crate::trust::{Ledger, Servers, Source, Store};
+use crate::trust::{Entry, Ledger, Servers, Store};
 
 /// How often a question's reader looks whether it was withdrawn.
 const WITHDRAW_POLL: Duration = Duration::from_millis(100);
 
-/// At most this much of a call's arguments is shown in the question.
-const SHOWN_ARGUMENTS: usize = 600;
+/// A call's arguments up to this many characters are shown whole in the
+/// question; longer ones by their start and end.
+const SHOWN_ARGUMENTS: usize = 2000;
+
+/// The longest answer line kept; the rest of a longer one is dropped.
+const LONGEST_ANSWER: usize = 4096;
 
 /// What the person allowed for good: in the trust ledger for servers of a
 /// configuration file (by the entry's digest, so a changed entry forgets
 /// it), in memory for the others (the session's only) \[U6\].
 pub(crate) struct Remembered {
-    source: Option<Source>,
+    /// The configuration file, and the entry of each of its servers that
+    /// is to start (none withheld, none sent by a client).
+    filed: Option<(PathBuf, Vec<Entry>)>,
     ledger: Mutex<Ledger>,
     unfiled: Mutex<BTreeSet<(Option<String>, String)>>,
 }
 
 impl Remembered {
-    /// What was allowed for good among `servers`.
+    /// What was allowed for good among `servers`: those of its file that
+    /// are in it now. Made before servers from elsewhere join it (an ACP
+    /// client's), so that none of those is taken for a file's entry of the
+    /// same name.
     pub(crate) fn of(servers: &Servers) -> Remembered {
         let ledger = match (&servers.source, Store::locate()) {
             (Some(_), Ok(store)) => store.read().unwrap_or_else(|e| {
@@ -45,17 +55,34 @@ impl Remembered {
             }),
             _ => Ledger::default(),
         };
+        let filed = servers.source.as_ref().map(|source| {
+            let entries = servers
+                .specs
+                .iter()
+                .filter_map(|spec| source.entry(spec.name.as_str()).cloned())
+                .collect();
+            (source.path.clone(), entries)
+        });
         Remembered {
-            source: servers.source.clone(),
+            filed,
             ledger: Mutex::new(ledger),
             unfiled: Mutex::default(),
         }
     }
 
-    fn filed(&self, owner: &ToolOwner) -> Option<(&Source, &crate::trust::Entry)> {
-        let source = self.source.as_ref()?;
-        let entry = source.entry(owner.server.as_ref()?.as_str())?;
-        Some((source, entry))
+    /// The file and entry of `owner`'s server, if it is a filed one.
+    fn filed(&self, owner: &ToolOwner) -> Option<(&Path, &Entry)> {
+        let (file, entries) = self.filed.as_ref()?;
+        let server = owner.server.as_ref()?;
+        let entry = entries.iter().find(|e| e.name == server.as_str())?;
+        Some((file, entry))
+    }
+
+    /// The file of `owner`'s server, if it is a filed one: where a rule
+    /// for it would go.
+    pub(crate) fn file_of(&self, owner: &ToolOwner) -> Option<String> {
+        self.filed(owner)
+            .map(|(file, _)| file.display().to_string())
     }
 
     fn key(owner: &ToolOwner) -> (Option<String>, String) {
@@ -68,7 +95,7 @@ impl Remembered {
     /// Whether `owner`'s tool was allowed for good.
     pub(crate) fn allowed(&self, owner: &ToolOwner) -> bool {
         match self.filed(owner) {
-            Some((source, entry)) => lock(&self.ledger).always(&source.path, entry, &owner.tool),
+            Some((file, entry)) => lock(&self.ledger).always(file, entry, &owner.tool),
             None => lock(&self.unfiled).contains(&Remembered::key(owner)),
         }
     }
@@ -77,7 +104,7 @@ impl Remembered {
     /// a filed server (a failure to write it is said, and the answer holds
     /// for this session), else for this session.
     pub(crate) fn allow(&self, owner: &ToolOwner) {
-        let Some((source, entry)) = self.filed(owner) else {
+        let Some((file, entry)) = self.filed(owner) else {
             lock(&self.unfiled).insert(Remembered::key(owner));
             return;
         };
@@ -85,13 +112,13 @@ impl Remembered {
             .map_err(|e| e.to_string())
             .and_then(|store| {
                 store
-                    .change(|ledger| ledger.allow_always(&source.path, entry, &owner.tool))
+                    .change(|ledger| ledger.allow_always(file, entry, &owner.tool))
                     .map_err(|e| e.to_string())
             });
         if let Err(e) = recorded {
             tracing::warn!("cannot record that {} is always allowed: {e}", owner.tool);
         }
-        lock(&self.ledger).allow_always(&source.path, entry, &owner.tool);
+        lock(&self.ledger).allow_always(file, entry, &owner.tool);
     }
 }
 
@@ -112,13 +139,7 @@ pub(crate) fn approval(
     let approver: Arc<dyn Approver> = if person {
         Arc::new(Terminal { remembered, out })
     } else {
-        Arc::new(NobodyHere {
-            remembered,
-            file: servers
-                .source
-                .as_ref()
-                .map(|s| s.path.display().to_string()),
-        })
+        Arc::new(NobodyHere { remembered })
     };
     with_rules(Approval::new(mode, approver), servers)
 }
@@ -131,28 +152,38 @@ pub(crate) fn with_rules(approval: Approval, servers: &Servers) -> Approval {
     })
 }
 
-/// How the person can let a call run that nobody could approve \[U6\].
-pub(crate) fn how_to_allow(owner: &ToolOwner, file: Option<&str>) -> String {
+/// Where the person can be asked, for [`how_to_allow`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum AskedAt {
+    /// At a terminal (`run`, `chat`).
+    Terminal,
+    /// In the editor (ACP).
+    Editor,
+}
+
+/// How the person can let a call run that nobody could approve \[U6\]: be
+/// asked, let every call run, or add a rule, when the server's entry is in
+/// a file (`file`) where a rule can go.
+pub(crate) fn how_to_allow(owner: &ToolOwner, file: Option<&str>, at: AskedAt) -> String {
     let rule = match (&owner.server, file) {
         (Some(server), Some(file)) => format!(
             ", or add {:?} to \"autoApprove\" in the entry of server {server} in {file}",
             owner.tool
         ),
-        (Some(server), None) => format!(
-            ", or add {:?} to \"autoApprove\" in the entry of server {server}",
-            owner.tool
-        ),
         _ => String::new(),
     };
+    let asked = match at {
+        AskedAt::Terminal => "run sprout on a terminal to be asked",
+        AskedAt::Editor => "answer the editor's question when it asks",
+    };
     format!(
-        "To let such calls run, run sprout on a terminal to be asked, or with --approval auto (SPROUT_AGENT_APPROVAL=auto){rule}."
+        "To let such calls run, {asked}, or start sprout with --approval auto (SPROUT_AGENT_APPROVAL=auto){rule}."
     )
 }
 
 /// No terminal: every question goes unanswered, saying how to allow.
 struct NobodyHere {
     remembered: Remembered,
-    file: Option<String>,
 }
 
 #[async_trait]
@@ -162,8 +193,9 @@ impl Approver for NobodyHere {
     }
 
     async fn ask(&self, request: &ApprovalRequest) -> Answer {
+        let file = self.remembered.file_of(&request.owner);
         Answer::Unanswered {
-            how: how_to_allow(&request.owner, self.file.as_deref()),
+            how: how_to_allow(&request.owner, file.as_deref(), AskedAt::Terminal),
         }
     }
 }
@@ -188,12 +220,16 @@ impl Approver for Terminal {
         // reader lets go of stdin within WITHDRAW_POLL.
         let withdrawn = Arc::new(AtomicBool::new(false));
         let _withdraw = Withdraw(withdrawn.clone());
-        let asked = tokio::task::spawn_blocking(move || {
+        let asked = tokio::task::spawn_blocking(move || -> Option<Answer> {
             // The lines about the call are on the screen first.
             out.sync(Duration::from_secs(2));
             ask_terminal(&question, &withdrawn)
         });
-        let answer = asked.await.unwrap_or(Answer::Deny { reason: None });
+        let file = self.remembered.file_of(&request.owner);
+        let how = how_to_allow(&request.owner, file.as_deref(), AskedAt::Terminal);
+        let answer = asked.await.ok().flatten().unwrap_or(Answer::Unanswered {
+            how: format!("No answer came from the terminal. {how}"),
+        });
         if answer == Answer::AllowAlways {
             self.remembered.allow(&request.owner);
         }
@@ -212,15 +248,29 @@ impl Drop for Withdraw {
 
 fn question(request: &ApprovalRequest) -> String {
     let call = &request.call;
-    let mut arguments: String = call.arguments.chars().take(SHOWN_ARGUMENTS).collect();
-    if arguments.len() < call.arguments.len() {
-        arguments.push('…');
-    }
     format!(
         "sprout: the model wants to run {} {}\n  y: allow once   s: allow for this session   a: always   n: deny (\"n REASON\" tells the model why)\nallow {}? [y/s/a/n] ",
-        printable(&call.name),
-        printable(&arguments),
-        printable(&call.name),
+        one_line(&call.name),
+        shown_arguments(&call.arguments),
+        one_line(&call.name),
+    )
+}
+
+/// A call's arguments as the question shows them: on one line, whole when
+/// short; else the start and the end with the size between, so that what
+/// a long command does at its end is seen too.
+fn shown_arguments(arguments: &str) -> String {
+    let chars: Vec<char> = arguments.chars().collect();
+    if chars.len() <= SHOWN_ARGUMENTS {
+        return one_line(arguments);
+    }
+    let head: String = chars[..SHOWN_ARGUMENTS / 2].iter().collect();
+    let tail: String = chars[chars.len() - SHOWN_ARGUMENTS / 4..].iter().collect();
+    format!(
+        "{} …({} characters in all)… {}",
+        one_line(&head),
+        chars.len(),
+        one_line(&tail)
     )
 }
 
@@ -242,13 +292,16 @@ pub(crate) fn parse_answer(line: &str) -> Option<Answer> {
 }
 
 /// Asks `question` on stderr and reads lines from stdin until one is an
-/// answer (three tries, then a denial); gives up, denying, when
-/// `withdrawn` is set, stdin ends or fails. Reads the descriptor itself,
-/// unbuffered, so nothing typed after the answer is taken from the input
-/// line that comes next.
-fn ask_terminal(question: &str, withdrawn: &AtomicBool) -> Answer {
+/// answer; `None` (nobody answered) when `withdrawn` is set, stdin ends or
+/// fails, or three lines in a row are no answer. Reads the descriptor
+/// itself, unbuffered, so nothing typed after the answer is taken from the
+/// input line that comes next.
+fn ask_terminal(question: &str, withdrawn: &AtomicBool) -> Option<Answer> {
     let mut stderr = std::io::stderr();
     for attempt in 0..3 {
+        if withdrawn.load(Ordering::Relaxed) {
+            return None; // cancelled before it was shown
+        }
         let prompt = if attempt == 0 {
             question
         } else {
@@ -257,16 +310,18 @@ fn ask_terminal(question: &str, withdrawn: &AtomicBool) -> Answer {
         let _ = stderr.write_all(prompt.as_bytes());
         let _ = stderr.flush();
         let Some(line) = read_line(withdrawn) else {
-            return Answer::Deny { reason: None };
+            let _ = stderr.write_all(b"\n");
+            return None;
         };
         if let Some(answer) = parse_answer(&line) {
-            return answer;
+            return Some(answer);
         }
     }
-    Answer::Deny { reason: None }
+    None
 }
 
-/// One line from stdin (a terminal in canonical mode gives it in one read),
+/// One line from stdin (a terminal in canonical mode gives it in one read;
+/// past [`LONGEST_ANSWER`] bytes the rest of the line is read and dropped),
 /// or `None` when withdrawn, at the end of input or on an error.
 fn read_line(withdrawn: &AtomicBool) -> Option<String> {
     use nix::poll::{PollFd, PollFlags, PollTimeout, poll};
@@ -284,11 +339,16 @@ fn read_line(withdrawn: &AtomicBool) -> Option<String> {
             Ok(_) => {}
             Err(_) => return None,
         }
+        // Withdrawn while waiting: what is typed now is the input line's.
+        if withdrawn.load(Ordering::Relaxed) {
+            return None;
+        }
         match nix::unistd::read(stdin.as_fd(), &mut buf) {
             Ok(0) => return None,
             Ok(n) => {
-                line.extend_from_slice(&buf[..n]);
-                if line.contains(&b'\n') || line.len() > 4096 {
+                let room = LONGEST_ANSWER.saturating_sub(line.len());
+                line.extend_from_slice(&buf[..n.min(room)]);
+                if buf[..n].contains(&b'\n') {
                     return Some(String::from_utf8_lossy(&line).into_owned());
                 }
             }
@@ -330,12 +390,23 @@ mod tests {
     }
 
     #[test]
+    fn long_arguments_are_shown_by_both_ends() {
+        let long = format!("{{\"cmd\": \"{}; rm -rf ~\"}}", "a".repeat(5000));
+        let shown = shown_arguments(&long);
+        assert!(shown.contains("rm -rf ~"), "the end is seen");
+        assert!(shown.contains(&format!("({} characters in all)", long.chars().count())));
+        assert!(shown.len() < 2000, "{}", shown.len());
+        assert_eq!(shown_arguments("{\"a\":\"x\\ny\"}"), "{\"a\":\"x\\ny\"}");
+        assert_eq!(shown_arguments("a\nb"), "a\\u{a}b", "no line of its own");
+    }
+
+    #[test]
     fn nobody_says_how_to_allow_the_tool_u6() {
         let owner = ToolOwner {
             server: Some(hooks_core::ServerName::new("git").unwrap()),
             tool: "push".into(),
         };
-        let how = how_to_allow(&owner, Some("/p/.mcp.json"));
+        let how = how_to_allow(&owner, Some("/p/.mcp.json"), AskedAt::Terminal);
         assert!(
             how.contains("--approval auto (SPROUT_AGENT_APPROVAL=auto)"),
             "{how}"

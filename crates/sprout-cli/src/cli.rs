@@ -12,7 +12,7 @@ use clap::{Args, Parser, Subcommand};
 /// Sprout: an LLM agent whose lifecycle MCP servers can steer through hook
 /// tools (`_Stop`, `_PreToolUse`, `_PostCompact`, …).
 #[derive(Debug, Parser)]
-#[command(name = "sprout", version, about, long_about = None, propagate_version = true)]
+#[command(name = "sprout", version, propagate_version = true)]
 pub(crate) struct Cli {
     /// What to do.
     #[command(subcommand)]
@@ -149,10 +149,12 @@ pub(crate) enum HooksCommand {
 /// `sprout hook-server …`.
 #[derive(Debug, Subcommand)]
 pub(crate) enum HookServerCommand {
-    /// A `todo` tool; `_Stop` objects while items are open; `_PostCompact`
-    /// re-injects the list.
+    /// A `todo` tool; `_Stop` objects while items are open; `_PreCompact`
+    /// pins the open items; `_PostCompact` re-injects the list.
     Todo,
-    /// `_Stop` runs CMD and objects with the tail of its output while it fails.
+    /// `_Stop` runs CMD and objects with the tail of its output while it
+    /// fails; with --gate-tool, `_PreToolUse` refuses calls of those tools
+    /// while it fails.
     Gate {
         /// The gate's own deadline for one run of CMD, in milliseconds. The
         /// agent's SPROUT_AGENT_HOOK_TIMEOUT_MS must be raised above the

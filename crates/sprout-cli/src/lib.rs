@@ -9,6 +9,8 @@
 //! - `stdout`: the one writer of `sprout run`'s stdout, a thread behind a
 //!   bounded queue.
 //! - `demo`: the offline demo's script and settings.
+//! - `environment`: variables under other tools' names, typos of ours,
+//!   values that are not text, and where a refused API key came from.
 //! - `acp`: `sprout acp`, the Agent Client Protocol agent.
 //! - `approve`: asking the person about tool calls.
 //! - `chat`: `sprout chat`, the interactive session.
@@ -23,6 +25,7 @@ mod approve;
 mod chat;
 mod cli;
 mod demo;
+mod environment;
 mod render;
 mod sessions;
 mod settings;
@@ -65,8 +68,9 @@ const OUTPUT_DRAIN: std::time::Duration = std::time::Duration::from_secs(2);
 /// Runs the command line with `args` (the program name first) and returns
 /// the exit status.
 pub fn main_with(args: Vec<OsString>) -> i32 {
+    let known = environment::known_variables(&Cli::command());
     // clap's message for a variable that is not UTF-8 does not name it.
-    if let Some(name) = variable_not_text(&Cli::command()) {
+    if let Some(name) = environment::not_text(&known) {
         report_error(&format!(
             "sprout: {name} is set to bytes that are not UTF-8 text; set it to a valid value, or unset it"
         ));
@@ -87,6 +91,13 @@ pub fn main_with(args: Vec<OsString>) -> i32 {
         }
     };
     init_logging();
+    // A typo of one of our names would otherwise be silently ignored.
+    let set: Vec<String> = std::env::vars_os()
+        .filter_map(|(name, _)| name.into_string().ok())
+        .collect();
+    for warning in environment::unknown_variables(&set, &known) {
+        report_error(&format!("sprout: warning: {warning}"));
+    }
     // One thread: the agent's work is IO, handed from task to task (model,
     // servers, client); on one thread a hand-off is a queue push, not a
     // futex wake-up of another worker. Blocking work has threads of its
@@ -111,17 +122,6 @@ pub fn main_with(args: Vec<OsString>) -> i32 {
             EXIT_USAGE
         }
     }
-}
-
-/// The first environment variable of `command` (or of any subcommand)
-/// that is set to something that is not UTF-8.
-fn variable_not_text(command: &clap::Command) -> Option<String> {
-    let own = command
-        .get_arguments()
-        .filter_map(|arg| arg.get_env())
-        .find(|name| std::env::var_os(name).is_some_and(|v| v.to_str().is_none()))
-        .map(|name| name.to_string_lossy().into_owned());
-    own.or_else(|| command.get_subcommands().find_map(variable_not_text))
 }
 
 /// Writes a line to stderr; a stderr that is gone (a closed terminal after
@@ -277,7 +277,8 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 .ok_or_else(|| ConfigProblem::NotAHookPoint(hook.clone()))?;
             let input = CallInput::parse(input.as_deref())?;
             let mut config = settings::hook_config(&session, m)?;
-            let specs = settings::servers(&session)?.specs;
+            let servers = settings::servers(&session)?;
+            let specs = &servers.specs;
             if let Some(name) = &server {
                 if !specs.iter().any(|s| s.name.as_str() == name) {
                     return Err(ConfigProblem::NoSuchServer(name.clone()));
@@ -295,7 +296,13 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
                 });
             }
             let options = settings::host_options(&session, m)?;
-            let specs = trust::admit(settings::servers(&session)?, trust::person_present())?.specs;
+            let mut servers = servers;
+            if let Some(name) = &server {
+                // The one server asked: the others are neither started nor
+                // waited for (nor asked about).
+                servers.specs.retain(|s| s.name.as_str() == name);
+            }
+            let specs = trust::admit(servers, trust::person_present())?.specs;
             Ok(hooks_call(specs, config, options, hook, input, session.json).await)
         }
         Command::Trust {

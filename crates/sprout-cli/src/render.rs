@@ -112,6 +112,28 @@ impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
     }
 }
 
+/// `text` on one line, as a question about it must show it: every control
+/// character escaped as [`printable`] escapes it, line breaks and tabs
+/// included, and so are the invisible Unicode characters that reorder or
+/// hide text (bidirectional controls, zero-width ones, the soft hyphen), so
+/// nothing in it can draw a line of its own or hide a part of itself.
+pub(crate) fn one_line(text: &str) -> String {
+    let hidden = |c: char| {
+        c.is_control()
+            || matches!(c, '\u{ad}' | '\u{200b}'..='\u{200f}' | '\u{202a}'..='\u{202e}'
+                | '\u{2060}'..='\u{2064}' | '\u{2066}'..='\u{2069}' | '\u{feff}')
+    };
+    let mut out = String::with_capacity(text.len());
+    for c in text.chars() {
+        if hidden(c) {
+            out.push_str(&format!("\\u{{{:x}}}", c as u32));
+        } else {
+            out.push(c);
+        }
+    }
+    out
+}
+
 /// `text` as it may be shown to a person on a terminal or in a pipe: every
 /// control character (`char::is_control`: C0, DEL, and C1 U+0080..U+009F)
 /// other than `\n` and `\t` is written as Rust's `\u{…}` escape in
@@ -460,8 +482,9 @@ fn human_line(event: &AgentEvent) -> Option<Line> {
             after,
             note,
         } => {
-            let mut text =
-                format!("⇲ compacted by {kind}: {before} messages → {after} ({removed} removed)");
+            let mut text = format!(
+                "⇲ compacted by {kind}: {removed} of {before} messages removed; the history holds {after} now"
+            );
             if let Some(note) = note {
                 text.push_str(&format!("; {note}"));
             }
@@ -477,7 +500,11 @@ fn human_line(event: &AgentEvent) -> Option<Line> {
             if let Some(detail) = detail {
                 text.push_str(&format!(": {detail}"));
             }
-            text.push_str(&format!(" ({rounds} model round(s))"));
+            text.push_str(&match rounds {
+                0 => " (before any model request)".to_owned(),
+                1 => " (1 model request)".to_owned(),
+                n => format!(" ({n} model requests)"),
+            });
             line.styled(style, &text)
         }
     })
@@ -500,6 +527,8 @@ fn hook_line(event: &Event, yellow: Style, red: Style, green: Style, dim: Style)
             let detail = match outcome {
                 Outcome::Objection { text } | Outcome::Injection { text } => format!(":{}", first_lines(text, 6)),
                 Outcome::Error { kind, detail } => format!(" ({kind}):{}", first_lines(detail, 2)),
+                // Which deadline, and how to give the hook more time.
+                Outcome::Timeout => " — no answer within its deadline (SPROUT_AGENT_HOOK_TIMEOUT_MS, or the entry's \"hookTimeoutMs\", gives it more)".to_owned(),
                 _ => String::new(),
             };
             let style = match outcome {
@@ -620,8 +649,15 @@ fn explain(reason: &hooks_core::EndReason) -> &'static str {
         NoStopHook => {
             "the model finished; no hook server that is up lists _Stop, so nobody could object"
         }
+        Model(hooks_core::StopReason::MaxTokens) => {
+            "the answer reached its length limit and was cut there (SPROUT_AGENT_MAX_OUTPUT_TOKENS raises it); a cut answer is not put to _Stop"
+        }
+        Model(hooks_core::StopReason::Refusal) => "the model refused to answer",
+        Model(hooks_core::StopReason::ContentFilter) => {
+            "the provider's content filter stopped the answer"
+        }
         Model(_) => "the model stopped for a reason hooks do not gate",
-        Cancelled => "cancelled",
+        Cancelled => "the prompt was cancelled (Ctrl-C, a signal, or the client) before it ended",
         MaxRounds => "the round limit was reached",
         Failed => "the prompt failed",
     }
@@ -665,6 +701,13 @@ fn first_lines(text: &str, n: usize) -> String {
 
 #[cfg(test)]
 mod tests {
+
+    #[test]
+    fn one_line_hides_nothing() {
+        assert_eq!(one_line("a\nb\tc"), "a\\u{a}b\\u{9}c");
+        assert_eq!(one_line("x\u{202e}y\u{200b}z"), "x\\u{202e}y\\u{200b}z");
+        assert_eq!(one_line("plain é"), "plain é");
+    }
 
     #[test]
     fn log_lines_never_carry_a_urls_credentials() {
@@ -845,7 +888,7 @@ mod tests {
         }
         assert_eq!(
             renderer.into_out(),
-            "assistant: Hello\n■ stopped: no_objection — the model finished and no hook objected (1 model round(s))\n"
+            "assistant: Hello\n■ stopped: no_objection — the model finished and no hook objected (1 model request)\n"
         );
     }
 

@@ -347,10 +347,14 @@ fn servers_from(path: &Path, project: bool) -> Result<Servers, ConfigProblem> {
         Ok(text) => text,
         Err(source) => return Err(ConfigProblem::ReadMcpConfig { path, source }),
     };
-    let specs = hooks_mcp::parse_mcp_servers(&text).map_err(|source| ConfigProblem::McpConfig {
+    let config = hooks_mcp::parse_mcp_config(&text).map_err(|source| ConfigProblem::McpConfig {
         path: path.clone(),
         source,
     })?;
+    for note in &config.notes {
+        crate::report_error(&format!("sprout: note: {}: {note}", path.display()));
+    }
+    let specs = config.servers;
     Ok(Servers {
         specs,
         source: Some(Source {
@@ -523,44 +527,87 @@ pub(crate) fn model(
                     value: args.openai_api.clone(),
                 });
             }
-            let model = required(
+            // Ours first, then the names other tools read (OPENAI_MODEL, …).
+            let (model, _) = crate::environment::or_standard(
                 args.openai_model.as_deref(),
+                "OPENAI_COMPAT_MODEL",
+            );
+            let model = required(
+                model.as_deref(),
                 "model name",
                 provider,
                 matches,
                 ("openai_model", "--openai-model", "OPENAI_COMPAT_MODEL"),
             )?;
-            check_url(
-                &args.openai_base_url,
-                matches,
-                "openai_base_url",
-                "--openai-base-url",
+            let ours = matches!(
+                matches.value_source("openai_base_url"),
+                Some(ValueSource::CommandLine | ValueSource::EnvVariable)
+            );
+            let (base_url, url_source) = crate::environment::or_standard(
+                ours.then_some(args.openai_base_url.as_str()),
                 "OPENAI_COMPAT_BASE_URL",
-            )?;
-            // The key is optional (local servers take none), so a blank one
-            // means none rather than an `Authorization: Bearer ` header.
-            let key = args
-                .openai_api_key
-                .as_deref()
-                .filter(|key| !key.trim().is_empty());
-            if let Some(key) = key {
-                check_key(
-                    key,
+            );
+            let base_url = base_url.unwrap_or_else(|| args.openai_base_url.clone());
+            if url_source == "OPENAI_BASE_URL" {
+                agent_loop::providers::check_base_url(&base_url).map_err(|why| {
+                    ConfigProblem::BaseUrl {
+                        setting: url_source.clone(),
+                        url: base_url.clone(),
+                        why,
+                    }
+                })?;
+            } else {
+                check_url(
+                    &base_url,
                     matches,
-                    "openai_api_key",
-                    "--openai-api-key",
-                    "OPENAI_COMPAT_API_KEY",
+                    "openai_base_url",
+                    "--openai-base-url",
+                    "OPENAI_COMPAT_BASE_URL",
                 )?;
             }
-            let mut client =
-                OpenAiCompat::new(&args.openai_base_url, key.map(str::to_owned), model, http);
+            // The key is optional (local servers take none), so a blank one
+            // means none rather than an `Authorization: Bearer ` header.
+            let (key, key_source) = crate::environment::or_standard(
+                args.openai_api_key.as_deref(),
+                "OPENAI_COMPAT_API_KEY",
+            );
+            let key = key.filter(|key| !key.trim().is_empty());
+            let key_source = key.as_ref().map(|_| {
+                if key_source == "OPENAI_API_KEY" {
+                    key_source.clone()
+                } else {
+                    source_name(
+                        matches,
+                        "openai_api_key",
+                        "--openai-api-key",
+                        "OPENAI_COMPAT_API_KEY",
+                    )
+                }
+            });
+            if let Some(key) = &key
+                && key.chars().any(|c| c.is_control() && c != '\t')
+            {
+                return Err(ConfigProblem::KeyControl {
+                    setting: key_source.clone().unwrap_or_default(),
+                });
+            }
+            let hint = crate::environment::key_hint(
+                key_source.as_deref(),
+                "OPENAI_COMPAT_API_KEY",
+                "--openai-api-key",
+            );
+            let model = model.to_owned();
+            let mut client = OpenAiCompat::new(&base_url, key, &model, http);
             if let Some(max) = max_tokens {
                 client = client.with_max_tokens(max);
             }
             if let Some(temperature) = temperature {
                 client = client.with_temperature(temperature);
             }
-            Ok(Arc::new(client))
+            Ok(Arc::new(crate::environment::KeyHinted::new(
+                Arc::new(client),
+                hint,
+            )))
         }
         "anthropic" => {
             let key = required(
@@ -602,7 +649,20 @@ pub(crate) fn model(
             if let Some(temperature) = temperature {
                 client = client.with_temperature(temperature);
             }
-            Ok(Arc::new(client))
+            let hint = crate::environment::key_hint(
+                Some(&source_name(
+                    matches,
+                    "anthropic_api_key",
+                    "--anthropic-api-key",
+                    "ANTHROPIC_API_KEY",
+                )),
+                "ANTHROPIC_API_KEY",
+                "--anthropic-api-key",
+            );
+            Ok(Arc::new(crate::environment::KeyHinted::new(
+                Arc::new(client),
+                hint,
+            )))
         }
         "script" => {
             // An empty path never gets here: clap's path parser refuses it.

@@ -12,7 +12,7 @@
 //! Not here: asking about a tool call (`approve`), reading the rest of the
 //! configuration (`settings`).
 
-use std::fs::{DirBuilder, OpenOptions};
+use std::fs::{DirBuilder, File, OpenOptions};
 use std::io::{IsTerminal as _, Write as _};
 use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt as _};
 use std::path::{Path, PathBuf};
@@ -23,10 +23,13 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
 
-use crate::render::printable;
+use crate::render::one_line;
 
 /// The ledger's name in `$XDG_CONFIG_HOME/sprout/`.
 const LEDGER: &str = "trust.json";
+
+/// Longest wait for another sprout that is changing the ledger.
+const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What went wrong with trust: each message names the file and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -72,15 +75,23 @@ pub(crate) enum TrustError {
     NobodyToAsk,
 }
 
-fn untrusted_message(file: &Path, entries: &[String]) -> String {
+/// The untrusted entries of `file`, each as `shown`, as every question
+/// and message about them lists them \[U3\].
+pub(crate) fn listing(file: &Path, shown: &[String]) -> String {
     let mut text = format!(
-        "{} names MCP servers you have not trusted, so none of them was started:",
-        file.display()
+        "{} names MCP servers you have not trusted; starting one runs its command or connects to its URL:",
+        one_line(&file.display().to_string())
     );
-    for entry in entries {
+    for entry in shown {
         text.push_str("\n  ");
         text.push_str(entry);
     }
+    text
+}
+
+fn untrusted_message(file: &Path, entries: &[String]) -> String {
+    let mut text = listing(file, entries);
+    text.push_str("\nNone of them was started.");
     let dir = file.parent().unwrap_or(Path::new("."));
     text.push_str(&format!(
         "\nTrust them with `sprout trust {}` (it shows them first, then asks), or name a configuration of your own with --mcp-config FILE.",
@@ -142,7 +153,10 @@ pub(crate) fn entries(text: &str) -> Vec<Entry> {
     let Ok(Value::Object(document)) = serde_json::from_str::<Value>(text) else {
         return Vec::new();
     };
-    let Some(Value::Object(servers)) = document.get("mcpServers") else {
+    let Some(Value::Object(servers)) = document
+        .get("mcpServers")
+        .or_else(|| document.get("servers"))
+    else {
         return Vec::new();
     };
     servers
@@ -232,7 +246,29 @@ pub(crate) fn shown(spec: &ServerSpec) -> String {
             line
         }
     };
-    format!("{}: {}", spec.name, printable(&text))
+    // Every field that changes what the entry may do is shown with it.
+    let mut extra = Vec::new();
+    if !spec.auto_approve.is_empty() {
+        extra.push(format!(
+            "its tools {} run without asking",
+            spec.auto_approve.join(", ")
+        ));
+    }
+    if spec.required {
+        extra.push("a required gate".to_owned());
+    }
+    if let Some(timeout) = spec.hook_timeout {
+        extra.push(format!(
+            "hook deadline {} ms",
+            timeout.duration().as_millis()
+        ));
+    }
+    let text = if extra.is_empty() {
+        text
+    } else {
+        format!("{text} [{}]", extra.join("; "))
+    };
+    format!("{}: {}", spec.name, one_line(&text))
 }
 
 /// A word as a POSIX shell would need it written.
@@ -250,6 +286,7 @@ fn quoted(word: &str) -> String {
 
 /// One trusted entry in the ledger.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 struct Trusted {
     /// The configuration file's absolute path.
     file: PathBuf,
@@ -257,9 +294,18 @@ struct Trusted {
     server: String,
     /// The entry's digest when it was trusted.
     digest: String,
-    /// Tools the person allowed for good, as "always" \[U6\].
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    always: Vec<String>,
+}
+
+/// One tool the person allowed for good \[U6\]: for the server entry as it
+/// was then (its digest), so a changed entry forgets it. Apart from trust:
+/// allowing a tool never trusts an entry.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct Always {
+    file: PathBuf,
+    server: String,
+    digest: String,
+    tool: String,
 }
 
 /// The ledger's contents.
@@ -268,6 +314,8 @@ struct Trusted {
 pub(crate) struct Ledger {
     #[serde(default)]
     trusted: Vec<Trusted>,
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    always: Vec<Always>,
 }
 
 /// Whether an entry is trusted, as the ledger has it.
@@ -280,6 +328,11 @@ pub(crate) enum Standing {
     Changed,
 }
 
+/// What stands for the entry of a server the file has no entry for (it
+/// cannot happen for a file that parsed; if it did, the server would be
+/// asked about every time and never trusted).
+const NO_DIGEST: &str = "";
+
 impl Ledger {
     fn find(&self, file: &Path, server: &str) -> Option<&Trusted> {
         self.trusted
@@ -290,84 +343,92 @@ impl Ledger {
     /// Whether `entry` of `file` is trusted as it is now \[U2\].
     pub(crate) fn standing(&self, file: &Path, entry: &Entry) -> Standing {
         match self.find(file, &entry.name) {
+            _ if entry.digest == NO_DIGEST => Standing::New,
             Some(t) if t.digest == entry.digest => Standing::Trusted,
             Some(_) => Standing::Changed,
             None => Standing::New,
         }
     }
 
-    /// Trusts `entry` of `file` as it is now; a changed entry's "always"
-    /// tools go, since they were allowed for what it was.
+    /// Trusts `entry` of `file` as it is now.
     pub(crate) fn trust(&mut self, file: &Path, entry: &Entry) {
-        match self
-            .trusted
-            .iter_mut()
-            .find(|t| t.file == file && t.server == entry.name)
-        {
-            Some(t) if t.digest == entry.digest => {}
-            Some(t) => {
-                t.digest = entry.digest.clone();
-                t.always.clear();
-            }
-            None => self.trusted.push(Trusted {
-                file: file.to_path_buf(),
-                server: entry.name.clone(),
-                digest: entry.digest.clone(),
-                always: Vec::new(),
-            }),
+        if entry.digest == NO_DIGEST {
+            return;
         }
+        self.trusted
+            .retain(|t| !(t.file == file && t.server == entry.name));
+        self.trusted.push(Trusted {
+            file: file.to_path_buf(),
+            server: entry.name.clone(),
+            digest: entry.digest.clone(),
+        });
     }
 
-    /// Forgets every entry of `file`; returns the servers forgotten.
+    /// Forgets every entry of `file`, and the tools allowed for good in
+    /// them; returns the servers forgotten.
     pub(crate) fn revoke(&mut self, file: &Path) -> Vec<String> {
-        let gone = self
+        let mut gone: Vec<String> = self
             .trusted
             .iter()
-            .filter(|t| t.file == file)
-            .map(|t| t.server.clone())
+            .map(|t| (&t.file, &t.server))
+            .chain(self.always.iter().map(|a| (&a.file, &a.server)))
+            .filter(|(f, _)| *f == file)
+            .map(|(_, s)| s.clone())
             .collect();
+        gone.sort();
+        gone.dedup();
         self.trusted.retain(|t| t.file != file);
+        self.always.retain(|a| a.file != file);
         gone
     }
 
-    /// Whether the person allowed `tool` of `entry` for good \[U6\].
+    /// Whether the person allowed `tool` of `entry` (as it is now) for
+    /// good \[U6\].
     pub(crate) fn always(&self, file: &Path, entry: &Entry, tool: &str) -> bool {
-        self.find(file, &entry.name)
-            .is_some_and(|t| t.digest == entry.digest && t.always.iter().any(|a| a == tool))
-    }
-
-    /// Allows `tool` of `entry` for good, trusting the entry as it is now
-    /// (a file named with `--mcp-config` has no trust of its own to hang
-    /// it on until now).
-    pub(crate) fn allow_always(&mut self, file: &Path, entry: &Entry, tool: &str) {
-        self.trust(file, entry);
-        if let Some(t) = self
-            .trusted
-            .iter_mut()
-            .find(|t| t.file == file && t.server == entry.name)
-            && !t.always.iter().any(|a| a == tool)
-        {
-            t.always.push(tool.to_owned());
-        }
-    }
-
-    /// Every trusted entry, as `sprout trust --list` shows them.
-    fn lines(&self) -> Vec<String> {
-        self.trusted
-            .iter()
-            .map(|t| {
-                let mut line = format!(
-                    "{}: {} (sha256 {})",
-                    t.file.display(),
-                    t.server,
-                    &t.digest[..t.digest.len().min(12)]
-                );
-                if !t.always.is_empty() {
-                    line.push_str(&format!("; always allowed: {}", t.always.join(", ")));
-                }
-                printable(&line).into_owned()
+        entry.digest != NO_DIGEST
+            && self.always.iter().any(|a| {
+                a.file == file
+                    && a.server == entry.name
+                    && a.digest == entry.digest
+                    && a.tool == tool
             })
-            .collect()
+    }
+
+    /// Allows `tool` of `entry`, as it is now, for good. Trusts nothing.
+    pub(crate) fn allow_always(&mut self, file: &Path, entry: &Entry, tool: &str) {
+        if entry.digest == NO_DIGEST || self.always(file, entry, tool) {
+            return;
+        }
+        self.always.push(Always {
+            file: file.to_path_buf(),
+            server: entry.name.clone(),
+            digest: entry.digest.clone(),
+            tool: tool.to_owned(),
+        });
+    }
+
+    /// Every trusted entry and every tool allowed for good, as `sprout
+    /// trust --list` shows them.
+    fn lines(&self) -> Vec<String> {
+        let short = |digest: &str| digest.chars().take(12).collect::<String>();
+        let trusted = self.trusted.iter().map(|t| {
+            format!(
+                "{}: {} (sha256 {})",
+                t.file.display(),
+                t.server,
+                short(&t.digest)
+            )
+        });
+        let always = self.always.iter().map(|a| {
+            format!(
+                "{}: {}: tool {} always allowed (sha256 {})",
+                a.file.display(),
+                a.server,
+                a.tool,
+                short(&a.digest)
+            )
+        });
+        trusted.chain(always).map(|line| one_line(&line)).collect()
     }
 }
 
@@ -422,36 +483,68 @@ impl Store {
             .mode(0o700)
             .create(&self.dir)
             .map_err(io(&self.dir))?;
+        // A directory made before, by hand or by another tool: the person's
+        // alone, as a new one is.
+        std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
+            .map_err(io(&self.dir))?;
         let lock_path = self.dir.join("trust.lock");
-        let lock = OpenOptions::new()
+        let mut lock = OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .mode(0o600)
             .open(&lock_path)
             .map_err(io(&lock_path))?;
-        let _held =
-            Flock::lock(lock, FlockArg::LockExclusive).map_err(|(_, e)| TrustError::Io {
-                path: lock_path.clone(),
-                source: e.into(),
-            })?;
+        // Held by another sprout for a moment at most; waited for within a
+        // bound, never for ever.
+        let deadline = std::time::Instant::now() + LOCK_WAIT;
+        let _held = loop {
+            match Flock::lock(lock, FlockArg::LockExclusiveNonblock) {
+                Ok(held) => break held,
+                Err((back, nix::errno::Errno::EWOULDBLOCK))
+                    if std::time::Instant::now() < deadline =>
+                {
+                    lock = back;
+                    std::thread::sleep(std::time::Duration::from_millis(10));
+                }
+                Err((_, e)) => {
+                    return Err(TrustError::Io {
+                        path: lock_path.clone(),
+                        source: e.into(),
+                    });
+                }
+            }
+        };
         let mut ledger = self.read()?;
         let answer = f(&mut ledger);
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map(|d| d.subsec_nanos())
+            .unwrap_or_default();
+        let fresh = self
+            .dir
+            .join(format!("{LEDGER}.{}.{nanos}", std::process::id()));
+        let text = match serde_json::to_string_pretty(&ledger) {
+            Ok(text) => text + "\n",
+            Err(e) => {
+                return Err(TrustError::Corrupt {
+                    path: self.file(),
+                    why: e.to_string(),
+                });
+            }
+        };
         let path = self.file();
-        let fresh = self.dir.join(format!("{LEDGER}.{}", std::process::id()));
-        let mut text = serde_json::to_string_pretty(&ledger).unwrap_or_default();
-        text.push('\n');
         let written = (|| {
+            // A new file of our own: never one planted there, nor a link.
             let mut file = OpenOptions::new()
-                .create(true)
-                .truncate(true)
+                .create_new(true)
                 .write(true)
                 .mode(0o600)
                 .open(&fresh)?;
-            file.set_permissions(std::fs::Permissions::from_mode(0o600))?;
             file.write_all(text.as_bytes())?;
             file.sync_all()?;
-            std::fs::rename(&fresh, &path)
+            std::fs::rename(&fresh, &path)?;
+            File::open(&self.dir)?.sync_all()
         })();
         if let Err(source) = written {
             let _ = std::fs::remove_file(&fresh);
@@ -469,10 +562,7 @@ pub(crate) fn person_present() -> bool {
 
 /// The untrusted entries of `servers`' project file, each with its spec
 /// and standing; empty when all are trusted or the file is the person's.
-fn untrusted<'a>(
-    servers: &'a Servers,
-    ledger: &Ledger,
-) -> Vec<(&'a ServerSpec, &'a Entry, Standing)> {
+fn untrusted<'a>(servers: &'a Servers, ledger: &Ledger) -> Vec<(&'a ServerSpec, Entry, Standing)> {
     let Some(source) = servers.source.as_ref().filter(|s| s.project) else {
         return Vec::new();
     };
@@ -480,8 +570,12 @@ fn untrusted<'a>(
         .specs
         .iter()
         .filter_map(|spec| {
-            let entry = source.entry(spec.name.as_str())?;
-            match ledger.standing(&source.path, entry) {
+            // A server with no entry of its own is never taken as trusted.
+            let entry = source.entry(spec.name.as_str()).cloned().unwrap_or(Entry {
+                name: spec.name.as_str().to_owned(),
+                digest: NO_DIGEST.to_owned(),
+            });
+            match ledger.standing(&source.path, &entry) {
                 Standing::Trusted => None,
                 standing => Some((spec, entry, standing)),
             }
@@ -522,7 +616,7 @@ impl Pending {
                 .iter()
                 .map(|(spec, _, standing)| described(spec, *standing))
                 .collect(),
-            entries: waiting.into_iter().map(|(_, e, _)| e.clone()).collect(),
+            entries: waiting.into_iter().map(|(_, e, _)| e).collect(),
         })
     }
 
@@ -572,14 +666,7 @@ pub(crate) fn admit(mut servers: Servers, ask: bool) -> Result<Servers, TrustErr
             entries: pending.shown,
         });
     }
-    let mut question = format!(
-        "sprout: {} names MCP servers you have not trusted. Starting one runs its command or connects to its URL:",
-        pending.file.display()
-    );
-    for line in &pending.shown {
-        question.push_str("\n  ");
-        question.push_str(line);
-    }
+    let mut question = format!("sprout: {}", listing(&pending.file, &pending.shown));
     question.push_str("\nStart them, and trust them from now on? [y/N] ");
     if ask_yes_no(&question) {
         pending.trust()?;
@@ -631,22 +718,25 @@ pub(crate) fn trust_command(
         }
         return Ok(lines.join("\n") + "\n");
     }
-    let servers = crate::settings::servers_in(dir)?;
-    let Some(source) = servers.source.clone() else {
-        return Err(TrustError::NoProjectFile(absolute(dir)).into());
-    };
     if let TrustAction::Revoke = action {
-        let gone = store.change(|ledger| ledger.revoke(&source.path))?;
+        // Without reading the file: one that is gone or broken can be
+        // forgotten too.
+        let file = absolute(&dir.join(".mcp.json"));
+        let gone = store.change(|ledger| ledger.revoke(&file))?;
         return Ok(if gone.is_empty() {
-            format!("nothing of {} was trusted\n", source.path.display())
+            format!("nothing of {} was trusted\n", file.display())
         } else {
             format!(
                 "no longer trusted in {}: {}\n",
-                source.path.display(),
+                file.display(),
                 gone.join(", ")
             )
         });
     }
+    let servers = crate::settings::servers_in(dir)?;
+    let Some(source) = servers.source.clone() else {
+        return Err(TrustError::NoProjectFile(absolute(dir)).into());
+    };
     let pending = Pending::of(&servers)?;
     if pending.is_empty() {
         return Ok(format!(
@@ -655,14 +745,7 @@ pub(crate) fn trust_command(
             servers.specs.len()
         ));
     }
-    let mut listing = format!(
-        "{} names these MCP servers; trusting them lets sprout start them (run the command, or connect to the URL):",
-        source.path.display()
-    );
-    for line in &pending.shown {
-        listing.push_str("\n  ");
-        listing.push_str(line);
-    }
+    let mut listing = listing(&source.path, &pending.shown);
     let TrustAction::Trust { yes } = action else {
         return Ok(String::new());
     };
@@ -685,14 +768,24 @@ pub(crate) fn trust_command(
     ))
 }
 
-/// `path` made absolute against the working directory, as written (no
-/// symbolic link resolved) when it cannot be canonicalised.
+/// `path` made absolute: its directory resolved (symbolic links
+/// followed), its own name kept as it is, so a `.mcp.json` that is a link
+/// to another project's file is a file of its own, trusted on its own.
 pub(crate) fn absolute(path: &Path) -> PathBuf {
-    std::fs::canonicalize(path).unwrap_or_else(|_| {
+    let name = path.file_name().map(PathBuf::from);
+    let dir = match path.parent() {
+        Some(dir) if !dir.as_os_str().is_empty() => dir.to_path_buf(),
+        _ => PathBuf::from("."),
+    };
+    let dir = std::fs::canonicalize(&dir).unwrap_or_else(|_| {
         std::env::current_dir()
-            .map(|cwd| cwd.join(path))
-            .unwrap_or_else(|_| path.to_path_buf())
-    })
+            .map(|cwd| cwd.join(&dir))
+            .unwrap_or(dir)
+    });
+    match name {
+        Some(name) => dir.join(name),
+        None => dir,
+    }
 }
 
 #[cfg(test)]
@@ -746,6 +839,12 @@ mod tests {
             Standing::New,
             "trust is per file"
         );
+        ledger.allow_always(file, &entry("t", "9"), "push");
+        assert_eq!(
+            ledger.standing(file, &entry("t", "9")),
+            Standing::New,
+            "allowing a tool trusts nothing"
+        );
         ledger.allow_always(file, &entry("s", "1"), "push");
         assert!(ledger.always(file, &entry("s", "1"), "push"));
         assert!(!ledger.always(file, &entry("s", "1"), "pull"));
@@ -758,7 +857,7 @@ mod tests {
             !ledger.always(file, &entry("s", "2"), "push"),
             "re-trusting forgets always"
         );
-        assert_eq!(ledger.revoke(file), ["s"]);
+        assert_eq!(ledger.revoke(file), ["s", "t"], "trust and tools allowed for good");
         assert_eq!(ledger.standing(file, &entry("s", "2")), Standing::New);
     }
 

@@ -1370,12 +1370,12 @@ fn tool_calls_wait_for_the_clients_answer_u7() {
         ("reject_always", false, false),
         ("cancelled", false, true),
     ];
+    // One call id a prompt: a model that used one id twice in a session
+    // would have the second renamed.
     let mut answers = Vec::new();
-    for _ in &cases {
-        for _ in 0..2 {
-            answers.push((Duration::ZERO, tool("c1", "fx__work")));
-            answers.push((Duration::ZERO, end("done")));
-        }
+    for n in 0..cases.len() * 2 {
+        answers.push((Duration::ZERO, tool(&format!("c{n}"), "fx__work")));
+        answers.push((Duration::ZERO, end("done")));
     }
     let fake = FakeOpenAi::start(answers);
     let env = fake_env(&fake, &[("SPROUT_AGENT_APPROVAL", "ask")]);
@@ -1398,7 +1398,11 @@ fn tool_calls_wait_for_the_clients_answer_u7() {
             assert_eq!(asked, expected, "{choice}, prompt {prompt}");
             if asked == 1 {
                 let question = &client.asked[before]["params"];
-                assert_eq!(question["toolCall"]["toolCallId"], "c1", "{question}");
+                assert_eq!(
+                    question["toolCall"]["toolCallId"],
+                    format!("c{}", request / 2),
+                    "{question}"
+                );
                 let kinds: Vec<&str> = question["options"]
                     .as_array()
                     .unwrap()

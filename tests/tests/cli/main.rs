@@ -22,6 +22,8 @@ mod sessions;
 mod chat;
 // Project trust [U1]-[U3].
 mod trust;
+// The first hour: other tools' variable names, typos, lenient .mcp.json, hints.
+mod first_hour;
 // Required gates [F1]-[F3] and tool approval [U4]-[U7].
 mod gates;
 // Streamed answers: text as it arrives, once, human and --json.

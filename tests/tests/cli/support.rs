@@ -207,6 +207,12 @@ impl FakeOpenAi {
             match next {
                 Some((delay, answer)) => {
                     tokio::time::sleep(delay).await;
+                    if let Some(status) = answer.get("http_status").and_then(Value::as_u64) {
+                        let status = axum::http::StatusCode::from_u16(status as u16)
+                            .unwrap_or(axum::http::StatusCode::INTERNAL_SERVER_ERROR);
+                        let body = answer["body"].as_str().unwrap_or_default().to_owned();
+                        return (status, body).into_response();
+                    }
                     match answer.get("sse_pieces") {
                         Some(pieces) => (
                             [(axum::http::header::CONTENT_TYPE, "text/event-stream")],

@@ -146,6 +146,23 @@ fn a_project_file_starts_nothing_until_trusted_u2_u3() {
         "--mcp-config starts its servers"
     );
 
+    // A file that is no object (serde would read an array as the struct)
+    // starts nothing either.
+    std::fs::write(
+        scratch.0.join(".mcp.json"),
+        json!([{"x": leaves_marker(&marker)}]).to_string(),
+    )
+    .unwrap();
+    std::fs::remove_file(&marker).unwrap();
+    let out = run_sprout(&["hooks", "list"], &SCRIPTED, &scratch.0);
+    assert_eq!(out.status.code(), Some(2), "{}", text(&out.stderr));
+    assert!(
+        text(&out.stderr).contains("expected a JSON object"),
+        "{}",
+        text(&out.stderr)
+    );
+    assert!(!Path::new(&marker).exists(), "an array started a server");
+
     let out = run_sprout(&["trust", "--revoke"], &[], &scratch.0);
     assert!(
         assert_ok(&out).contains("no longer trusted in"),

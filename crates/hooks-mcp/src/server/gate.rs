@@ -70,36 +70,12 @@ impl GateOptions {
     pub fn gates(&self, server: Option<&str>, tool: &str) -> bool {
         let qualified = server.map(|s| format!("{s}{}{tool}", hooks_core::name::SEPARATOR));
         self.tools.iter().any(|pattern| {
-            glob(pattern, tool) || qualified.as_deref().is_some_and(|q| glob(pattern, q))
+            hooks_core::name::glob(pattern, tool)
+                || qualified
+                    .as_deref()
+                    .is_some_and(|q| hooks_core::name::glob(pattern, q))
         })
     }
-}
-
-/// Whether `name` matches `pattern`, where `*` matches any run of characters
-/// (none included) and every other character itself.
-fn glob(pattern: &str, name: &str) -> bool {
-    let (pattern, name): (Vec<char>, Vec<char>) =
-        (pattern.chars().collect(), name.chars().collect());
-    let (mut p, mut n) = (0, 0);
-    // Where the last `*` was, and where in `name` it is matched up to.
-    let mut star: Option<(usize, usize)> = None;
-    while n < name.len() {
-        if p < pattern.len() && pattern[p] == '*' {
-            star = Some((p, n));
-            p += 1;
-        } else if p < pattern.len() && pattern[p] == name[n] {
-            p += 1;
-            n += 1;
-        } else if let Some((sp, sn)) = star {
-            // Let the last `*` take one more character, and try again.
-            star = Some((sp, sn + 1));
-            p = sp + 1;
-            n = sn + 1;
-        } else {
-            return false;
-        }
-    }
-    pattern[p..].iter().all(|c| *c == '*')
 }
 
 /// How one run of the command ended.
@@ -124,13 +100,23 @@ pub async fn check(options: &GateOptions, cancel: &CancellationToken) -> String 
     match run(options, cancel).await {
         Run::Passed | Run::Cancelled => String::new(),
         Run::Failed { status, tail } => {
-            format!("`{shown}` failed ({status}). The end of its output:\n{tail}")
+            format!("`{shown}` failed ({status}).{}", output_tail(&tail))
         }
         Run::TimedOut => format!(
             "`{shown}` did not finish within {} ms and was stopped; it has to pass before you finish",
             options.timeout.as_millis()
         ),
         Run::Unavailable(problem) => problem,
+    }
+}
+
+/// What a failed run's output adds to the answer: its end, or that it
+/// printed nothing (never a sentence that ends on a colon).
+fn output_tail(tail: &str) -> String {
+    if tail.trim().is_empty() {
+        " It printed nothing.".to_owned()
+    } else {
+        format!(" The end of its output:\n{tail}")
     }
 }
 
@@ -160,7 +146,8 @@ pub async fn check_tool_call(
         Run::Passed | Run::Cancelled => String::new(),
         Run::Failed { status, tail } => format!(
             "The call {call} was not run: it is gated on `{shown}`, which fails ({status}). \
-             Make it pass, then call again. The end of its output:\n{tail}"
+             Make it pass, then call again.{}",
+            output_tail(&tail)
         ),
         Run::TimedOut => format!(
             "The call {call} was not run: it is gated on `{shown}`, which did not finish \
@@ -360,6 +347,12 @@ mod tests {
         let text = check(&long, &cancel).await;
         let tail = text.split_once(":\n").unwrap().1;
         assert!(tail.starts_with('…') && tail.len() <= 104, "{tail:?}");
+        // A command that printed nothing says so, instead of a dangling colon.
+        let quiet = check(&sh("exit 4"), &cancel).await;
+        assert_eq!(
+            quiet,
+            "`sh -c exit 4` failed (exit status: 4). It printed nothing."
+        );
         let missing = check(&GateOptions::new(vec!["/nonexistent/tool".into()]), &cancel).await;
         assert!(
             missing.starts_with("the gate could not run `/nonexistent/tool`"),
@@ -393,7 +386,11 @@ mod tests {
             ("*__push", "git__push", true),
             ("", "x", false),
         ] {
-            assert_eq!(glob(pattern, name), matches, "{pattern} {name}");
+            assert_eq!(
+                hooks_core::name::glob(pattern, name),
+                matches,
+                "{pattern} {name}"
+            );
         }
         let mut options = sh("exit 1");
         options.tools = vec!["git__push".into(), "deploy*".into()];

@@ -13,7 +13,7 @@ use agent_client_protocol::{self as acp, Client};
 use agent_loop::{Answer, ApprovalRequest, Approver, ToolOwner};
 use async_trait::async_trait;
 
-use crate::approve::{Remembered, how_to_allow};
+use crate::approve::{AskedAt, Remembered, how_to_allow};
 use crate::render::printable;
 
 /// The options of a tool call's question \[U7\].
@@ -54,14 +54,7 @@ pub(super) async fn trust(
     file: &std::path::Path,
     shown: &[String],
 ) -> Result<TrustAnswer, String> {
-    let mut text = format!(
-        "{} names MCP servers you have not trusted. Starting one runs its command or connects to its URL:",
-        file.display()
-    );
-    for line in shown {
-        text.push_str("\n  ");
-        text.push_str(line);
-    }
+    let text = crate::trust::listing(file, shown);
     let call = s::ToolCallUpdate::new(
         format!("sprout-trust-{session}"),
         s::ToolCallUpdateFields::new()
@@ -106,8 +99,6 @@ pub(super) struct ClientApprover {
     pub(super) client: ConnectionTo<Client>,
     pub(super) session: s::SessionId,
     pub(super) remembered: Remembered,
-    /// The configuration file, for the way to allow calls nobody answered.
-    pub(super) file: Option<String>,
 }
 
 #[async_trait]
@@ -136,10 +127,11 @@ impl Approver for ClientApprover {
             ),
         ];
         let question = s::RequestPermissionRequest::new(self.session.clone(), call, options);
+        let file = self.remembered.file_of(&request.owner);
         let nobody = |why: &str| Answer::Unanswered {
             how: format!(
                 "{why} {}",
-                how_to_allow(&request.owner, self.file.as_deref())
+                how_to_allow(&request.owner, file.as_deref(), AskedAt::Editor)
             ),
         };
         match ask(&self.client, question).await {

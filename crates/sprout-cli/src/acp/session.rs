@@ -376,6 +376,10 @@ impl Sessions {
             Some(servers) => servers.clone(),
             None => self.project_servers(cwd, id, &client, &updates).await?,
         };
+        // What was allowed for good, of the file's servers that start;
+        // taken before the client's join, so none of theirs is taken for
+        // a file's entry of the same name [U6].
+        let remembered = crate::approve::Remembered::of(&servers);
         for spec in theirs {
             if servers.specs.iter().any(|s| s.name == spec.name) {
                 return Err(SessionError::Configured(spec.name));
@@ -388,11 +392,7 @@ impl Sessions {
                 ask::approver(ask::ClientApprover {
                     client,
                     session: session_id.clone(),
-                    remembered: crate::approve::Remembered::of(&servers),
-                    file: servers
-                        .source
-                        .as_ref()
-                        .map(|s| s.path.display().to_string()),
+                    remembered,
                 }),
             ),
             &servers,
