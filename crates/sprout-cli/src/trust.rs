@@ -857,7 +857,11 @@ mod tests {
             !ledger.always(file, &entry("s", "2"), "push"),
             "re-trusting forgets always"
         );
-        assert_eq!(ledger.revoke(file), ["s", "t"], "trust and tools allowed for good");
+        assert_eq!(
+            ledger.revoke(file),
+            ["s", "t"],
+            "trust and tools allowed for good"
+        );
         assert_eq!(ledger.standing(file, &entry("s", "2")), Standing::New);
     }
 
