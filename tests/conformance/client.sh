@@ -7,13 +7,14 @@
 #   initialize  sprout hooks list  (initialize, tools/list)
 #   tools_call  sprout run, a scripted model calling add_numbers
 #   sse-retry   sprout run, a scripted model calling test_reconnection
-# SPROUT is the binary to run.
+# The server's tools run by a rule of its entry ("autoApprove"), as a
+# person who trusts them would have it [U4]. SPROUT is the binary to run.
 set -euo pipefail
 url="$1"
 sprout="${SPROUT:?set SPROUT to the sprout binary}"
 dir="$(mktemp -d)"
 trap 'rm -rf "$dir"' EXIT
-printf '{"mcpServers": {"conf": {"type": "http", "url": "%s"}}}\n' "$url" > "$dir/mcp.json"
+printf '{"mcpServers": {"conf": {"type": "http", "url": "%s", "autoApprove": ["*"]}}}\n' "$url" > "$dir/mcp.json"
 call() {
     printf '{"tool_calls": [{"name": "conf__%s", "arguments": %s}]}\n{"text": "done"}\n' "$1" "$2" > "$dir/script.jsonl"
     SPROUT_AGENT_PROVIDER=script SPROUT_AGENT_SCRIPT="$dir/script.jsonl" SPROUT_SESSIONS=off \
