@@ -633,7 +633,8 @@ impl Host {
                         });
                     }
                     Err(reason) => {
-                        tracing::warn!(server = %slot.spec.name, "MCP server failed to start: {reason}");
+                        // Said once, by the event the core makes of it.
+                        tracing::debug!(server = %slot.spec.name, "MCP server failed to start: {reason}");
                         slot.last_error = Some(reason.clone());
                         self.feed(Input::ServerStartFailed { server, reason });
                     }

@@ -24,10 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::render::Renderer;
 use crate::signals::{EXIT_SIGINT, Signals};
-use crate::{
-    EXIT_FAILURE, EXIT_OK, OUTPUT_DRAIN, SessionSetup, report_down_servers, report_error,
-    start_host,
-};
+use crate::{EXIT_FAILURE, EXIT_OK, OUTPUT_DRAIN, SessionSetup, report_error, start_host};
 
 /// What the input line shows.
 const PROMPT: &str = "sprout> ";
@@ -185,7 +182,7 @@ pub(crate) async fn chat(setup: SessionSetup) -> i32 {
             return code;
         }
     };
-    report_down_servers(&host);
+    // A server that did not start was said once already, by its event.
     let agent = Agent::new(model, host, settings, sink)
         .with_hook_context(context.clone())
         .with_approval(approval);

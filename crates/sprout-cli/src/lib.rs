@@ -476,7 +476,7 @@ async fn run_session(setup: SessionSetup, prompt: &str, json: bool) -> i32 {
             return code;
         }
     };
-    report_down_servers(&host);
+    // A server that did not start was said once already, by its event.
     let agent = Agent::new(model, host, settings, sink)
         .with_hook_context(context.clone())
         .with_approval(approval);

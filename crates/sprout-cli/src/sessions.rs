@@ -185,6 +185,25 @@ impl Plan {
             None => (None, None),
         };
         if let Some(saved) = &resumed {
+            // Which session this is, before anything of it happens.
+            let task: String = saved
+                .original_task
+                .as_deref()
+                .unwrap_or_default()
+                .lines()
+                .next()
+                .unwrap_or_default()
+                .chars()
+                .take(60)
+                .collect();
+            report_error(&format!(
+                "sprout: continuing session {} ({} prompt(s) since {}, last: {}): {}",
+                saved.header.session_id,
+                saved.prompts,
+                saved.header.started,
+                saved.last_end.as_deref().unwrap_or("none ended"),
+                render::one_line(&task)
+            ));
             for warning in &saved.warnings {
                 report_error(&format!(
                     "sprout: warning: {}",

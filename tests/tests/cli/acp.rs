@@ -819,6 +819,14 @@ fn sessions_use_their_own_cwd() {
     for cwd in [json!("relative/dir"), json!(scratch.path("missing"))] {
         let refused = client.call("session/new", json!({"cwd": cwd, "mcpServers": []}));
         assert_eq!(refused["error"]["code"], -32602, "{refused}");
+        // The explanation is the message too: clients show the message.
+        assert!(
+            refused["error"]["message"]
+                .as_str()
+                .unwrap_or("")
+                .contains("cwd"),
+            "{refused}"
+        );
         assert!(
             refused["error"]["data"]
                 .as_str()

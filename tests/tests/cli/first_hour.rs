@@ -144,3 +144,48 @@ fn hooks_call_with_server_starts_that_server_only() {
         "the other server was started: {all}"
     );
 }
+
+// A 404 names the URL asked and, when the base URL lacks it, the /v1 that
+// OpenAI-compatible servers serve under.
+#[test]
+fn a_404_names_the_url_and_the_missing_v1() {
+    let scratch = Scratch::new("first-404");
+    let fake = FakeOpenAi::start(vec![(
+        Duration::ZERO,
+        json!({"http_status": 404, "body": "Not Found"}),
+    )]);
+    let base = fake.url.trim_end_matches("/v1").to_owned();
+    let out = run_sprout(
+        &["run", "hi"],
+        &[
+            ("OPENAI_COMPAT_BASE_URL", base.as_str()),
+            ("OPENAI_COMPAT_MODEL", "m"),
+        ],
+        &scratch.0,
+    );
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(out.status.code(), Some(1), "{all}");
+    assert!(
+        all.contains(&format!("no such path: {base}/chat/completions")),
+        "{all}"
+    );
+    assert!(all.contains("the base URL may need to end in /v1"), "{all}");
+}
+
+// A server that fails to start is said once: by its event, not again as a
+// log line and a warning.
+#[test]
+fn a_server_that_does_not_start_is_said_once() {
+    let scratch = Scratch::new("first-said-once");
+    let config = write_mcp_servers(&scratch, json!({"broken": {"command": "/nonexistent/x"}}));
+    let script = scratch.path("script.jsonl");
+    std::fs::write(&script, "{\"text\": \"done\"}\n").unwrap();
+    let out = run_sprout(
+        &["run", "hi", "--mcp-config", &config, "--script", &script],
+        &[("SPROUT_AGENT_PROVIDER", "script")],
+        &scratch.0,
+    );
+    let all = format!("{}{}", text(&out.stdout), text(&out.stderr));
+    assert_eq!(all.matches("/nonexistent/x").count(), 1, "{all}");
+    assert!(all.contains("✗ server broken failed to start"), "{all}");
+}

@@ -127,7 +127,16 @@ fn continue_restores_history_and_budget() {
     assert_eq!(files.len(), 1, "{files:?}");
     let id = files[0].file_stem().unwrap().to_str().unwrap().to_owned();
 
-    let second = assert_ok(&run(args("and the docs", &["--continue"])));
+    let continued = run(args("and the docs", &["--continue"]));
+    // Which session was picked up is said before anything of it happens.
+    let said = text(&continued.stderr);
+    assert!(
+        said.contains(&format!(
+            "sprout: continuing session {id} (1 prompt(s) since "
+        )) && said.contains("last: budget_spent): fix it"),
+        "{said}"
+    );
+    let second = assert_ok(&continued);
     assert!(second.contains("stopped: budget_spent"), "{second}");
     assert!(!second.contains("gate._Stop"), "no _Stop call: {second}");
     assert_eq!(

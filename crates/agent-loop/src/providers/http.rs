@@ -186,7 +186,7 @@ async fn attempt_once(
         Err(e) => return (Err(e), None),
     };
     if !status.is_success() {
-        return (Err(status_error(status.as_u16(), &bytes)), retry_after);
+        return (Err(status_error(status.as_u16(), &bytes, url)), retry_after);
     }
     (Ok(bytes), None)
 }
@@ -209,10 +209,21 @@ async fn read_capped(mut response: reqwest::Response, max: usize) -> Result<Vec<
 }
 
 /// An error status with the start of its body: a context overflow when
-/// the body says so \[V3\].
-fn status_error(status: u16, bytes: &[u8]) -> ModelError {
+/// the body says so \[V3\]. A 404 names the URL asked (its query left
+/// out), and says when the base URL may lack the `/v1` that
+/// OpenAI-compatible servers serve their API under.
+fn status_error(status: u16, bytes: &[u8], url: &str) -> ModelError {
     let text = String::from_utf8_lossy(bytes);
-    status_with(status, text.chars().take(EXCERPT_CHARS).collect())
+    let mut body: String = text.chars().take(EXCERPT_CHARS).collect();
+    if status == 404 {
+        let asked = url.split(['?', '#']).next().unwrap_or_default();
+        body.push_str(&format!(" (no such path: {asked}"));
+        if !asked.contains("/v1/") {
+            body.push_str("; OpenAI-compatible servers serve their API under /v1, so the base URL may need to end in /v1");
+        }
+        body.push(')');
+    }
+    status_with(status, body)
 }
 
 /// The error for an error `status` whose body (or error event) says
@@ -457,7 +468,10 @@ async fn stream_once<D: StreamDecoder>(
             Ok(Ok(bytes)) => bytes,
         };
         if !status.is_success() {
-            return (Err(status_error(status.as_u16(), &bytes)), retry_after);
+            return (
+                Err(status_error(status.as_u16(), &bytes, endpoint.url)),
+                retry_after,
+            );
         }
         // A server that answers a streaming request at once.
         return (D::whole(&bytes), None);

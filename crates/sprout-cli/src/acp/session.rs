@@ -116,8 +116,17 @@ impl From<SessionError> for acp::Error {
             SessionError::Busy | SessionError::Closed => acp::Error::invalid_request(),
             _ => acp::Error::invalid_params(),
         };
-        kind.data(error.to_string())
+        explained(kind, error.to_string())
     }
+}
+
+/// `kind` with `text` as its message as well as its data: clients show
+/// the message (\"Internal error\" says nothing), and `data` keeps it for
+/// those that read it.
+pub(super) fn explained(kind: acp::Error, text: String) -> acp::Error {
+    let mut error = kind.data(text.clone());
+    error.message = text;
+    error
 }
 
 /// One open session.

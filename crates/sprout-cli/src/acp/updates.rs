@@ -643,7 +643,10 @@ pub(super) fn prompt_response(outcome: &PromptOutcome) -> Result<s::PromptRespon
                 .detail
                 .clone()
                 .unwrap_or_else(|| "the prompt failed".into());
-            return Err(acp::Error::internal_error().data(detail));
+            return Err(super::session::explained(
+                acp::Error::internal_error(),
+                detail,
+            ));
         }
     };
     let mut meta = serde_json::Map::new();
