@@ -243,7 +243,7 @@ pub(crate) struct SessionArgs {
         default_value = "50"
     )]
     pub(crate) max_rounds: String,
-    /// The model's context window, in tokens.
+    /// The model's context window, in tokens (1000 to 10000000).
     #[arg(
         long,
         env = "SPROUT_AGENT_CONTEXT_WINDOW",

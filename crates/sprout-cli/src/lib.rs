@@ -196,6 +196,10 @@ async fn dispatch(cli: Cli, matches: &ArgMatches) -> Result<i32, ConfigProblem> 
         Command::Demo { json } => {
             let model = agent_loop::providers::ScriptModel::parse("the demo script", demo::SCRIPT)
                 .map_err(ConfigProblem::Script)?;
+            // On stderr: stdout is the event stream, the same as --json's.
+            report_error(
+                "sprout demo: the model is a script (no key, no network); the todo hook server is real, a child process",
+            );
             let setup = SessionSetup {
                 model: Arc::new(model),
                 // The demo's servers are the agent's own [U1].

@@ -18,6 +18,11 @@ fn demo_shows_objection_compaction_and_reinjection() {
         "{stdout}\n{}",
         text(&out.stderr)
     );
+    assert!(
+        text(&out.stderr).contains("the model is a script (no key, no network)"),
+        "the demo says its model is scripted: {}",
+        text(&out.stderr)
+    );
     for expected in [
         "todo._Stop: objection",
         "- [ ] Write tests for both checks",

@@ -606,8 +606,9 @@ fn hook_updates(event: &Event) -> Vec<s::SessionUpdate> {
             let meta = meta_of(event);
             // Readable text for the person; the event itself is in `_meta`.
             let text = match event {
-                Event::Warning(w) => format!("[sprout] warning: {w}"),
-                _ => format!("[sprout] {}", crate::render::server_down_text(event)),
+                // Each its own line: two in a row do not run together.
+                Event::Warning(w) => format!("[sprout] warning: {w}\n"),
+                _ => format!("[sprout] {}\n", crate::render::server_down_text(event)),
             };
             vec![s::SessionUpdate::AgentThoughtChunk(
                 s::ContentChunk::new(text.into()).meta(meta),
@@ -660,6 +661,23 @@ pub(super) fn prompt_response(outcome: &PromptOutcome) -> Result<s::PromptRespon
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    // Two start-up warnings in a row are two lines, not one run together.
+    #[test]
+    fn each_warning_is_a_line_of_its_own() {
+        let warning = Event::Warning(hooks_core::Warning::UnknownAllowlistEntry {
+            name: "nope".into(),
+        });
+        let updates = hook_updates(&warning);
+        let [s::SessionUpdate::AgentThoughtChunk(chunk)] = updates.as_slice() else {
+            panic!("one thought");
+        };
+        let s::ContentBlock::Text(text) = &chunk.content else {
+            panic!("text");
+        };
+        assert!(text.text.starts_with("[sprout] warning: "), "{}", text.text);
+        assert!(text.text.ends_with('\n'), "{:?}", text.text);
+    }
 
     /// `update` as a whole notification line, parsed.
     fn ours(update: &impl Serialize) -> Value {
