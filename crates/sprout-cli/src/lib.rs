@@ -152,12 +152,18 @@ fn init_logging() {
         // purpose (a flooding server: dozens of lines); Sprout reports what
         // happened once, in its own words. RUST_LOG=rmcp=… shows them.
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("warn,rmcp=off"));
-    let _ = tracing_subscriber::fmt()
+    let builder = tracing_subscriber::fmt()
         .with_writer(render::LogWriter)
         .with_ansi(false) // LogWriter escapes control bytes, colours included
         .with_env_filter(filter)
-        .with_target(false)
-        .try_init();
+        .with_target(false);
+    // On a terminal a person reads the lines as they come: no timestamps;
+    // a file or pipe keeps them.
+    let _ = if std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        builder.without_time().try_init()
+    } else {
+        builder.try_init()
+    };
 }
 
 fn sub<'a>(matches: &'a ArgMatches, name: &str) -> &'a ArgMatches {

@@ -189,3 +189,33 @@ fn a_server_that_does_not_start_is_said_once() {
     assert_eq!(all.matches("/nonexistent/x").count(), 1, "{all}");
     assert!(all.contains("✗ server broken failed to start"), "{all}");
 }
+
+// A retried request is one short log line, not the whole body of the
+// error answer; the answer after it is shown as usual.
+#[test]
+fn a_retry_is_one_short_line() {
+    let scratch = Scratch::new("first-retry");
+    let fake = FakeOpenAi::start(vec![
+        (
+            Duration::ZERO,
+            json!({"http_status": 503, "body": format!("overloaded {}", "x".repeat(3000))}),
+        ),
+        (Duration::ZERO, end("hello after all")),
+    ]);
+    let fake_env = fake.env();
+    let env: Vec<(&str, &str)> = fake_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let out = run_sprout(&["run", "hi"], &env, &scratch.0);
+    let stdout = assert_ok(&out);
+    assert!(stdout.contains("hello after all"), "{stdout}");
+    let stderr = text(&out.stderr);
+    let retry = stderr
+        .lines()
+        .find(|l| l.contains("retrying in"))
+        .unwrap_or_else(|| panic!("no retry line: {stderr}"));
+    assert!(retry.contains("HTTP 503: overloaded"), "{retry}");
+    assert!(
+        retry.chars().count() < 320,
+        "{} characters: {retry}",
+        retry.chars().count()
+    );
+}

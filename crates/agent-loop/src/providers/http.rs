@@ -110,9 +110,22 @@ impl Retries {
                 .backoff
                 .saturating_mul(2u32.saturating_pow(self.attempt))
         });
+        // One short line: the whole body is in the error if the retries
+        // run out.
+        let said = e.to_string();
+        let mut why: String = said
+            .lines()
+            .next()
+            .unwrap_or_default()
+            .chars()
+            .take(200)
+            .collect();
+        if why.len() < said.len() {
+            why.push('…');
+        }
         tracing::warn!(
-            attempt = self.attempt + 1,
-            "model request failed, retrying in {} ms: {e}",
+            "model request failed (attempt {}), retrying in {} ms: {why}",
+            self.attempt + 1,
             wait.as_millis()
         );
         self.attempt += 1;
