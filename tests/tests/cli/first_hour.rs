@@ -219,3 +219,39 @@ fn a_retry_is_one_short_line() {
         retry.chars().count()
     );
 }
+
+// One failed request does not poison the session: the prompt after it, in
+// the same saved session, is asked with a history the API takes (each
+// message as sent before) and succeeds.
+#[test]
+fn one_failure_does_not_poison_the_session() {
+    let scratch = Scratch::new("first-poison");
+    let fake = FakeOpenAi::start(vec![
+        (
+            Duration::ZERO,
+            json!({"http_status": 400, "body": "{\"error\": \"bad request\"}"}),
+        ),
+        (Duration::ZERO, end("fine now")),
+    ]);
+    let fake_env = fake.env();
+    let env: Vec<(&str, &str)> = fake_env.iter().map(|(k, v)| (*k, v.as_str())).collect();
+    let failed = run_sprout(&["run", "first"], &env, &scratch.0);
+    assert_eq!(failed.status.code(), Some(1), "{}", text(&failed.stderr));
+    let out = run_sprout(&["run", "second", "--continue"], &env, &scratch.0);
+    let stdout = assert_ok(&out);
+    assert!(stdout.contains("fine now"), "{stdout}");
+    let requests = fake.requests.lock().unwrap();
+    let messages = requests[1]["messages"].as_array().unwrap();
+    let users: Vec<&str> = messages
+        .iter()
+        .filter(|m| m["role"] == "user")
+        .filter_map(|m| m["content"].as_str())
+        .collect();
+    assert_eq!(users, ["first", "second"], "{messages:?}");
+    for message in messages {
+        assert!(
+            !message["content"].is_null(),
+            "no null content [V2]: {message}"
+        );
+    }
+}
