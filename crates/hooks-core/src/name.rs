@@ -1,6 +1,6 @@
 //! Names: servers, hooks, and the qualified tool names the model sees.
 //!
-//! Rules \[N1\]-\[N3\] and \[H1\] of SEMANTICS.md. Nothing here knows about servers
+//! Rules \[N1\]-\[N3\] and \[H1\] of the contract (`docs/hooks.md`). Nothing here knows about servers
 //! being up or down, or about the allowlist: that is [`crate::catalog`] and
 //! [`crate::session`].
 

@@ -2,7 +2,7 @@
 
 // The scenario language and its trace renderer.
 mod support;
-// One scenario or more per rule id of SEMANTICS.md, as script and trace.
+// One scenario or more per rule id of the contract (docs/hooks.md), as script and trace.
 mod scenarios;
 // Properties over random sessions, checked after every step.
 mod properties;

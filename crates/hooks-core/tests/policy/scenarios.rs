@@ -1,4 +1,4 @@
-//! Scenario tests: one or more per rule id of SEMANTICS.md that is a decision.
+//! Scenario tests: one or more per rule id of the contract (docs/hooks.md) that is a decision.
 //!
 //! Each test is a script and the trace it must produce (see `support`). The
 //! trace is the contract: read it as the story of what the agent does. After
