@@ -71,8 +71,9 @@ pub enum ScriptError {
     /// The agent asked for a turn past the script's last (the model's
     /// answer is then [`ModelError::Other`] with this inside).
     #[error(
-        "the model script {script} has {turns} turn(s) and the agent asked for turn {asked}; add \
-         turns or end the script with an end_turn"
+        "the model script {script} has {turns} turn(s) and the agent asked for turn {asked}: a \
+         tool call, and a hook's objection to the end of a turn, are each answered by asking the \
+         model again, so the script needs a turn for each"
     )]
     NoTurnLeft {
         /// The script.
@@ -232,7 +233,7 @@ mod tests {
         );
         assert_eq!(
             past.to_string(),
-            "the model script demo.jsonl has 3 turn(s) and the agent asked for turn 4; add turns or end the script with an end_turn"
+            "the model script demo.jsonl has 3 turn(s) and the agent asked for turn 4: a tool call, and a hook's objection to the end of a turn, are each answered by asking the model again, so the script needs a turn for each"
         );
     }
 
