@@ -18,7 +18,6 @@ use std::os::unix::fs::{DirBuilderExt as _, OpenOptionsExt as _, PermissionsExt 
 use std::path::{Path, PathBuf};
 
 use hooks_mcp::{ServerSpec, TransportSpec};
-use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use sha2::{Digest as _, Sha256};
@@ -27,9 +26,6 @@ use crate::render::one_line;
 
 /// The ledger's name in `$XDG_CONFIG_HOME/sprout/`.
 const LEDGER: &str = "trust.json";
-
-/// Longest wait for another sprout that is changing the ledger.
-const LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// What went wrong with trust: each message names the file and what to do.
 #[derive(Debug, thiserror::Error)]
@@ -488,33 +484,25 @@ impl Store {
         std::fs::set_permissions(&self.dir, std::fs::Permissions::from_mode(0o700))
             .map_err(io(&self.dir))?;
         let lock_path = self.dir.join("trust.lock");
-        let mut lock = OpenOptions::new()
+        OpenOptions::new()
             .create(true)
             .truncate(false)
             .write(true)
             .mode(0o600)
             .open(&lock_path)
             .map_err(io(&lock_path))?;
-        // Held by another sprout for a moment at most; waited for within a
-        // bound, never for ever.
-        let deadline = std::time::Instant::now() + LOCK_WAIT;
-        let _held = loop {
-            match Flock::lock(lock, FlockArg::LockExclusiveNonblock) {
-                Ok(held) => break held,
-                Err((back, nix::errno::Errno::EWOULDBLOCK))
-                    if std::time::Instant::now() < deadline =>
-                {
-                    lock = back;
-                    std::thread::sleep(std::time::Duration::from_millis(10));
-                }
-                Err((_, e)) => {
-                    return Err(TrustError::Io {
-                        path: lock_path.clone(),
-                        source: e.into(),
-                    });
-                }
-            }
-        };
+        // Held by another sprout for a moment at most: waited for within
+        // the bound a session's lock is, never for ever.
+        let _held = crate::sessions::SessionLock::take(&lock_path).map_err(|e| match e {
+            crate::sessions::LockError::Io(source) => TrustError::Io {
+                path: lock_path.clone(),
+                source,
+            },
+            busy => TrustError::Io {
+                path: lock_path.clone(),
+                source: std::io::Error::other(format!("{busy}; try again")),
+            },
+        })?;
         let mut ledger = self.read()?;
         let answer = f(&mut ledger);
         let nanos = std::time::SystemTime::now()

@@ -10,6 +10,14 @@ use crate::support::{
     FakeOpenAi, Scratch, assert_ok, end, env_with, fixture, run_sprout, text, write_mcp_servers,
 };
 
+/// The events of a `--json` stdout, one a line.
+fn json_events(stdout: &str) -> Vec<Value> {
+    stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap_or_else(|e| panic!("{e}: {l}")))
+        .collect()
+}
+
 /// A fixture gate whose `_Stop` runs `script`, marked required.
 fn required_gate(script: &str) -> Value {
     json!({"command": fixture(), "args": ["--stop", script], "required": true})
@@ -82,10 +90,7 @@ fn a_required_gate_that_crashes_is_said_at_once_f1_f2() {
         let out = run_sprout(&args, &env, &scratch.0);
         let stdout = assert_ok(&out);
         if json_out {
-            let events: Vec<Value> = stdout
-                .lines()
-                .map(|l| serde_json::from_str(l).unwrap())
-                .collect();
+            let events = json_events(&stdout);
             let down = events
                 .iter()
                 .find(|e| e["event"] == "guard_down")
@@ -188,10 +193,7 @@ fn without_a_terminal_a_call_is_denied_unless_a_rule_allows_it_u4_u6() {
             &scratch.0,
         );
         let stdout = assert_ok(&out);
-        let events: Vec<Value> = stdout
-            .lines()
-            .map(|l| serde_json::from_str(l).unwrap())
-            .collect();
+        let events = json_events(&stdout);
         let answered = events
             .iter()
             .find(|e| e["event"] == "approval_answered")
